@@ -1,0 +1,335 @@
+"""Load RESCUE-Bench data: the release JSONL, a directory of per-sample JSON files, or the embedded demo data.
+
+Every problem in the input becomes a ``LoadProblem`` that names the file, line, sample id, row and field, e.g.
+``benchmark.jsonl:17 sample alan_and_evelyn/003 row 12: internal_emotion[0].intensity: 'high' is not a number``.
+By default a bad sample is skipped and loading goes on; ``strict=True`` raises ``DataError`` on the first problem.
+No data error ever surfaces as a Python traceback from the command line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from rescue_env.data.schema import Sample, Scenario
+
+DEMO = "demo"
+"""Name that selects the embedded demo dataset wherever a data path is expected."""
+
+_DEMO_FILE = "rescue_demo.jsonl"
+
+
+class LoadProblem(BaseModel):
+    """One problem found while loading; ``str()`` gives the one-line message users see."""
+
+    file: str
+    line: int | None = None
+    sample_id: str | None = None
+    row: int | None = None
+    field: str | None = None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        parts = [where]
+        if self.sample_id is not None:
+            parts.append(f"sample {self.sample_id}")
+        if self.row is not None:
+            parts.append(f"row {self.row}")
+        text = " ".join(parts) + ": "
+        if self.field:
+            text += f"{self.field}: "
+        return text + self.message
+
+
+class DataError(Exception):
+    """Raised for unusable input (strict mode, a missing path, a dataset with no valid sample)."""
+
+    def __init__(self, problems: LoadProblem | Sequence[LoadProblem] | str):
+        if isinstance(problems, str):
+            self.problems: list[LoadProblem] = []
+            message = problems
+        else:
+            self.problems = [problems] if isinstance(problems, LoadProblem) else list(problems)
+            message = "\n".join(str(p) for p in self.problems)
+        super().__init__(message)
+
+
+class LoadReport(BaseModel):
+    """What loading did: how many samples were read, kept, skipped, and why."""
+
+    source: str
+    samples_read: int = 0
+    samples_loaded: int = 0
+    samples_skipped: int = 0
+    problems: list[LoadProblem] = []
+    missing_sample_ids: list[str] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class Dataset:
+    """Validated samples in input order, with where they came from and a content hash for results files."""
+
+    samples: list[Sample]
+    source: str
+    sha256: str
+    report: LoadReport
+    _by_id: dict[str, Sample] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_id = {s.sample_id: s for s in self.samples}
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.samples)
+
+    def __getitem__(self, index: int) -> Sample:
+        return self.samples[index]
+
+    def get(self, sample_id: str) -> Sample:
+        try:
+            return self._by_id[sample_id]
+        except KeyError:
+            raise KeyError(f"no sample {sample_id!r} in {self.source}") from None
+
+    @property
+    def sample_ids(self) -> list[str]:
+        return [s.sample_id for s in self.samples]
+
+    def by_scenario(self, scenario: Scenario) -> list[Sample]:
+        from rescue_env.data.domain import scenario_of
+
+        return [s for s in self.samples if scenario_of(s) == scenario]
+
+
+def demo_path() -> Path:
+    """Path of the embedded demo dataset (written by the rescue-env authors, not part of the release)."""
+    return Path(str(resources.files("rescue_env.data").joinpath("demo", _DEMO_FILE)))
+
+
+def resolve_path(path: str | Path | None) -> Path:
+    if path is None or str(path) == DEMO:
+        return demo_path()
+    resolved = Path(path).expanduser()
+    if not resolved.exists():
+        raise DataError(f"{path}: no such file or directory")
+    return resolved
+
+
+def load_dataset(
+    path: str | Path | None = None,
+    *,
+    sample_ids: Iterable[str] | str | Path | None = None,
+    limit: int | None = None,
+    strict: bool = False,
+) -> Dataset:
+    """Load and validate samples from ``path`` (default: the demo data).
+
+    ``path`` is the release JSONL (one sample per line), a directory of per-sample ``*.json`` files (sample id =
+    relative path without extension, as the authors' scripts expect; ``manifest.json`` files are ignored), or
+    ``"demo"``. ``sample_ids`` (ids, or a file holding them) keeps only those samples, before ``limit`` keeps the
+    first N. Bad samples are skipped and reported in ``dataset.report``; ``strict`` raises on the first one.
+    """
+    source = resolve_path(path)
+    if limit is not None and limit < 0:
+        raise DataError(f"limit must be >= 0, got {limit}")
+    wanted = _as_id_set(sample_ids)
+    report = LoadReport(source=str(source))
+    if source.is_dir():
+        records, digest = _read_directory(source, report, strict)
+    else:
+        records, digest = _read_jsonl(source, report, strict)
+
+    samples: list[Sample] = []
+    seen: dict[str, str] = {}
+    for sample, origin in records:
+        if sample.sample_id in seen:
+            _fail(
+                report,
+                LoadProblem(
+                    file=origin.file,
+                    line=origin.line,
+                    sample_id=sample.sample_id,
+                    message=f"duplicate sample id (first seen at {seen[sample.sample_id]}); skipped",
+                ),
+                strict,
+            )
+            continue
+        seen[sample.sample_id] = origin.where
+        if wanted is not None and sample.sample_id not in wanted:
+            continue
+        if limit is not None and len(samples) >= limit:
+            continue
+        samples.append(sample)
+
+    if wanted is not None:
+        report.missing_sample_ids = sorted(wanted - seen.keys())
+    report.samples_loaded = len(samples)
+    return Dataset(samples=samples, source=str(source), sha256=digest, report=report)
+
+
+def read_sample_ids(path: str | Path) -> list[str]:
+    """Read a sample-id list: a JSON list, a JSON object with ``sample_ids``, or plain text (one id per line)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read sample-id list: {exc}") from None
+    stripped = text.strip()
+    if stripped.startswith(("[", "{")):
+        try:
+            data = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: invalid JSON in sample-id list: {exc}") from None
+        if isinstance(data, dict):
+            data = data.get("sample_ids")
+        if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+            raise DataError(f"{path}: expected a JSON list of strings or an object with 'sample_ids'")
+        ids = data
+    else:
+        ids = text.splitlines()
+    return [i.strip() for i in ids if i.strip()]
+
+
+# --- internals -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Origin:
+    file: str
+    line: int | None
+
+    @property
+    def where(self) -> str:
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+
+def _as_id_set(sample_ids: Iterable[str] | str | Path | None) -> set[str] | None:
+    if sample_ids is None:
+        return None
+    if isinstance(sample_ids, (str, Path)):
+        return set(read_sample_ids(sample_ids))
+    return {str(i).strip() for i in sample_ids if str(i).strip()}
+
+
+def _fail(report: LoadReport, problem: LoadProblem, strict: bool) -> None:
+    if strict:
+        raise DataError(problem)
+    report.problems.append(problem)
+    report.samples_skipped += 1
+
+
+def _read_jsonl(path: Path, report: LoadReport, strict: bool) -> tuple[list[tuple[Sample, _Origin]], str]:
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    name = path.name
+    if not raw.strip():
+        raise DataError(LoadProblem(file=name, message="file is empty: no samples"))
+    out: list[tuple[Sample, _Origin]] = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        origin = _Origin(name, number)
+        sample = _parse_sample(line, origin, report, strict)
+        if sample is not None:
+            out.append((sample, origin))
+    return out, digest
+
+
+def _read_directory(root: Path, report: LoadReport, strict: bool) -> tuple[list[tuple[Sample, _Origin]], str]:
+    files = sorted(p for p in root.rglob("*.json") if p.name != "manifest.json")
+    if not files:
+        raise DataError(LoadProblem(file=str(root), message="no *.json sample files in this directory"))
+    hasher = hashlib.sha256()
+    out: list[tuple[Sample, _Origin]] = []
+    for file in files:
+        rel = file.relative_to(root).with_suffix("").as_posix()
+        raw = file.read_bytes()
+        hasher.update(rel.encode() + b"\0" + raw + b"\0")
+        origin = _Origin(file.relative_to(root).as_posix(), None)
+        sample = _parse_sample(raw, origin, report, strict, sample_id=rel)
+        if sample is not None:
+            out.append((sample, origin))
+    return out, hasher.hexdigest()
+
+
+def _parse_sample(
+    raw: bytes, origin: _Origin, report: LoadReport, strict: bool, sample_id: str | None = None
+) -> Sample | None:
+    report.samples_read += 1
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        _fail(report, LoadProblem(file=origin.file, line=origin.line, message=problem), strict)
+        return None
+    if sample_id is None:
+        # Fast path: validate straight from JSON text; only a failure pays for a second parse.
+        try:
+            return Sample.model_validate_json(text)
+        except ValidationError:
+            pass
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = "" if text.rstrip().endswith("}") else " (truncated line?)"
+        message = f"invalid JSON{hint}: {exc.msg} (column {exc.colno})"
+        _fail(report, LoadProblem(file=origin.file, line=origin.line, message=message), strict)
+        return None
+    if not isinstance(data, dict):
+        message = f"expected a JSON object (one sample), got {type(data).__name__}"
+        _fail(report, LoadProblem(file=origin.file, line=origin.line, message=message), strict)
+        return None
+    if sample_id is not None:
+        # Authors' directory layout: the id is the file's relative path (reference-spec 2.1).
+        data = {**data, "sample_id": sample_id}
+    try:
+        return Sample.model_validate(data)
+    except ValidationError as exc:
+        ident = data.get("sample_id") if isinstance(data.get("sample_id"), str) else None
+        first = exc.errors(include_url=False)[0]
+        problem = _problem_from_error(first, origin, ident)
+        if len(exc.errors()) > 1:
+            problem.message += f" (and {len(exc.errors()) - 1} more problem(s) in this sample)"
+        _fail(report, problem, strict)
+        return None
+
+
+def _problem_from_error(error: Any, origin: _Origin, sample_id: str | None) -> LoadProblem:
+    loc = list(error["loc"])
+    row = None
+    if len(loc) >= 2 and loc[0] == "rows" and isinstance(loc[1], int):
+        row = loc[1] + 1
+        loc = loc[2:]
+    field_path = ""
+    for part in loc:
+        field_path += f"[{part}]" if isinstance(part, int) else (f".{part}" if field_path else str(part))
+    message = error["msg"]
+    if error["type"] != "not_a_number" and "input" in error and error["type"] != "missing":
+        message += f" (got {_short_repr(error['input'])})"
+    return LoadProblem(
+        file=origin.file,
+        line=origin.line,
+        sample_id=sample_id,
+        row=row,
+        field=field_path or None,
+        message=message,
+    )
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
