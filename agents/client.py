@@ -1,0 +1,515 @@
+"""The one model client of rescue-env: every LLM call of the project goes through :class:`LLMClient`.
+
+It wraps ``litellm.acompletion`` (so any litellm model string works: hosted providers, or ``openai/<name>`` with
+``api_base`` for a local OpenAI-compatible server) and adds what a benchmark run needs:
+
+- **Concurrency limit**: an ``asyncio.Semaphore(max_connections)`` around each HTTP call (not around back-off
+  sleeps), so many tasks can ``await client.complete(...)`` at once.
+- **Retry policy**: litellm's own retries are off (``num_retries=0``); the client makes at most
+  ``1 + max_retries`` attempts. It retries timeouts, rate limits (429), 408/409, server errors (5xx, which
+  includes a 200 whose body is not valid JSON: litellm reports it as a 500) and connection errors. It never
+  retries other 4xx (400 bad request, 401/403 auth, 404 unknown model, 422 ...). Before attempt ``n + 1`` it
+  sleeps ``d/2 + U(0, d/2)`` with ``d = min(backoff_max, backoff_base * 2**(n-1))`` ("equal jitter", seeded
+  RNG), at least a server's ``Retry-After`` (capped at ``backoff_max``). When the attempts run out, or on a
+  non-retryable error, ``complete`` returns ``Completion(text=None, error="<ExceptionClass>: <message>")``; it
+  never raises for API errors (programming errors such as forbidden parameters do raise).
+- **Disk cache** (``cache_dir``): one JSON file per request at ``<cache_dir>/<key[:2]>/<key>.json``, written
+  atomically (temporary file + ``os.replace``). Only successful completions are stored; a hit makes no call and
+  returns ``Completion(cached=True, attempts=0)`` with the stored text and token counts (cost 0: nothing spent).
+  The key (:meth:`LLMClient.cache_key`) is the SHA-256 of canonical JSON over the model, ``api_base``, the
+  messages and the effective sampling parameters (``temperature``, ``max_tokens``, ``extra_params`` and the
+  per-call ``params``, later ones overriding earlier ones). The timeout and the API key are never part of it;
+  answers produced by ``mock_response`` get a separate key space so they never pollute a real cache.
+- **Totals** (:attr:`LLMClient.usage`): logical calls, cache hits, retries, failures, tokens from
+  ``response.usage`` and cost from ``litellm.completion_cost`` (0.0 when litellm does not know the model).
+  ``calls`` counts non-cached ``complete`` calls; HTTP requests sent = ``calls + retries``.
+- **Secrets rule**: the API key is never stored in a config, a cache file or a cache key. ``ModelConfig`` holds
+  only the *name* of the environment variable (``api_key_env``), read at call time. Every string the client
+  returns, caches or logs is passed through :func:`redact`, which replaces the value of ``api_key_env`` and of
+  every environment variable whose name ends with ``_API_KEY`` (plus any ``Bearer <token>``) with ``***``; error
+  strings are cut to 300 characters after redaction.
+
+``litellm`` is imported lazily (it is slow to import) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it never
+fetches its cost map from the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["Completion", "LLMClient", "ModelConfig", "Usage", "redact", "MAX_ERROR_CHARS", "NO_KEY"]
+
+logger = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 300
+NO_KEY = "sk-no-key"  # dummy key for OpenAI-compatible local servers that need none
+CACHE_FORMAT = 1
+
+# Parameters a caller may not set through ``params`` or ``extra_params``: they are owned by the client (and
+# ``api_key`` must never travel through a config or a cache key).
+_RESERVED_PARAMS = frozenset(
+    {"model", "messages", "api_key", "api_base", "base_url", "stream", "num_retries", "max_retries", "mock_response"}
+)
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BEARER = re.compile(r"(Bearer\s+)[^\s\"',;\]}]+", re.IGNORECASE)
+_MIN_SECRET_LEN = 4  # shorter values are not worth redacting (and would shred ordinary text)
+
+
+class ModelConfig(BaseModel):
+    """Which model to call and how. Holds the *name* of the key's environment variable, never the key."""
+
+    # hide_input_in_errors: a key pasted into a field by mistake must not be echoed by a ValidationError
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    model: str = Field(min_length=1)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = Field(default=None, gt=0)
+    timeout: float = Field(default=120.0, gt=0)
+    extra_params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            # Catches the classic mistake of pasting the key itself here (keys contain '-'); do not echo it.
+            raise ValueError("api_key_env must be the NAME of an environment variable (letters, digits, '_')")
+        return value
+
+    @field_validator("extra_params")
+    @classmethod
+    def _no_reserved(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = sorted(set(value) & _RESERVED_PARAMS)
+        if bad:
+            raise ValueError(f"extra_params may not set {bad}: the client owns them")
+        return value
+
+
+class Usage(BaseModel):
+    """Running totals of one client (see the module docstring for what each counter means)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class Completion(BaseModel):
+    """The outcome of one ``complete`` call: ``text`` on success, ``text=None`` and ``error`` on failure."""
+
+    text: str | None
+    error: str | None = None
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.text is not None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# secrets
+
+
+def _secret_values(api_key_env: str | None) -> list[str]:
+    values: set[str] = set()
+    if api_key_env:
+        value = os.environ.get(api_key_env)
+        if value:
+            values.add(value)
+    for name, value in os.environ.items():
+        if name.upper().endswith("_API_KEY") and value:
+            values.add(value)
+    # longest first, so a key that contains another is replaced whole
+    return sorted((v for v in values if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def redact(text: str, api_key_env: str | None = None) -> str:
+    """Replace secret values (``api_key_env``'s, every ``*_API_KEY``'s, ``Bearer <token>``) with ``***``."""
+    for secret in _secret_values(api_key_env):
+        text = text.replace(secret, "***")
+    return _BEARER.sub(r"\1***", text)
+
+
+def _short_error(exc: BaseException, api_key_env: str | None) -> str:
+    name = type(exc).__name__
+    message = " ".join(str(exc).split())
+    # litellm prefixes "litellm.RateLimitError: RateLimitError: ..."; keep one class name.
+    for prefix in (f"litellm.{name}:", f"{name}:"):
+        message = message.removeprefix(prefix).strip()
+    text = redact(f"{name}: {message}" if message else name, api_key_env)  # redact BEFORE cutting
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS - 3] + "..."
+    return text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# error classification
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for attr in ("status_code", "http_status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    """Errors of the remote side or the transport (returned as ``Completion.error``), not programming errors."""
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError, json.JSONDecodeError)):
+        return True
+    try:
+        import httpx
+        import openai
+
+        return isinstance(exc, (openai.OpenAIError, httpx.HTTPError))
+    except ImportError:  # pragma: no cover - both come with litellm
+        return False
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError, json.JSONDecodeError)):
+        return True
+    import litellm
+
+    retry_types = tuple(
+        t
+        for t in (
+            getattr(litellm, n, None)
+            for n in (
+                "Timeout",
+                "RateLimitError",
+                "APIConnectionError",
+                "InternalServerError",
+                "ServiceUnavailableError",
+                "BadGatewayError",
+            )
+        )
+        if isinstance(t, type)
+    )
+    if retry_types and isinstance(exc, retry_types):
+        return True
+    try:
+        import httpx
+
+        if isinstance(exc, httpx.TransportError):
+            return True
+    except ImportError:  # pragma: no cover
+        pass
+    status = _status_code(exc)
+    return status is not None and (status in _RETRYABLE_STATUS or status >= 500)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from a ``Retry-After`` header on the error's HTTP response, if any."""
+    try:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        value = headers.get("retry-after") if headers is not None else None
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except Exception:
+        return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the client
+
+
+def _import_litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stdout
+    return litellm
+
+
+def _check_params(params: Mapping[str, Any]) -> None:
+    bad = sorted(set(params) & _RESERVED_PARAMS)
+    if bad:
+        raise ValueError(f"complete() may not set {bad}: the client owns them")
+
+
+def _canonical(value: Any) -> Any:
+    """JSON-able stand-in for values such as a pydantic class passed as response_format."""
+    if isinstance(value, type):
+        schema = getattr(value, "model_json_schema", None)
+        if callable(schema):
+            return {"__type__": f"{value.__module__}.{value.__qualname__}", "schema": schema()}
+        return {"__type__": f"{value.__module__}.{value.__qualname__}"}
+    return repr(value)
+
+
+class LLMClient:
+    """Async, rate-limited, retrying, caching front end to ``litellm.acompletion``. See the module docstring."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        max_connections: int = 8,
+        max_retries: int = 4,
+        backoff_base: float = 1.0,
+        backoff_max: float = 30.0,
+        cache_dir: str | Path | None = None,
+        mock_response: str | Callable[[list[dict]], str] | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be >= 1")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if backoff_base < 0 or backoff_max < 0:
+            raise ValueError("backoff_base and backoff_max must be >= 0")
+        self.config = config
+        self.max_connections = max_connections
+        self.max_retries = max_retries
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.mock_response = mock_response
+        self.usage = Usage()
+        self._rng = random.Random(seed)
+        self._semaphores: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"LLMClient(model={self.config.model!r}, api_base={self.config.api_base!r}, "
+            f"max_connections={self.max_connections}, cache_dir={str(self.cache_dir) if self.cache_dir else None!r})"
+        )
+
+    # -- cache key -----------------------------------------------------------------------------------------
+    @staticmethod
+    def cache_key(config: ModelConfig, messages: list[dict[str, Any]], params: Mapping[str, Any] | None = None) -> str:
+        """SHA-256 (hex) of the request's identity: model, api_base, messages and effective sampling parameters.
+
+        ``params`` override ``extra_params``, which override the config's temperature/max_tokens; so
+        ``temperature=0.0`` passed per call and the config default give the same key. Never includes the key.
+        """
+        effective: dict[str, Any] = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+        effective.update(config.extra_params)
+        effective.update(params or {})
+        effective.pop("api_key", None)  # defensive: never hash a secret
+        identity = {
+            "v": CACHE_FORMAT,
+            "model": config.model,
+            "api_base": config.api_base,
+            "messages": messages,
+            "params": effective,
+        }
+        blob = json.dumps(identity, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_canonical)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def cache_path(self, key: str) -> Path | None:
+        return None if self.cache_dir is None else self.cache_dir / key[:2] / f"{key}.json"
+
+    def _cache_read(self, key: str) -> dict[str, Any] | None:
+        path = self.cache_path(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            logger.warning("ignoring unreadable cache file %s (%s)", path, type(exc).__name__)
+            return None
+        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+            return None
+        return record
+
+    def _cache_write(self, key: str, record: dict[str, Any]) -> None:
+        path = self.cache_path(key)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(record, fh, ensure_ascii=False, sort_keys=True)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:  # a full disk must not lose the answer we already have
+            logger.warning("could not write cache file %s (%s)", path, type(exc).__name__)
+
+    # -- calling -------------------------------------------------------------------------------------------
+    def _semaphore(self) -> asyncio.Semaphore:
+        """One semaphore per running event loop (a client may be used from several ``asyncio.run`` calls)."""
+        loop = asyncio.get_running_loop()
+        entry = self._semaphores.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            self._semaphores = {k: v for k, v in self._semaphores.items() if not v[0].is_closed()}
+            entry = (loop, asyncio.Semaphore(self.max_connections))
+            self._semaphores[id(loop)] = entry
+        return entry[1]
+
+    def _api_key(self) -> str | None:
+        cfg = self.config
+        if cfg.api_key_env:
+            key = os.environ.get(cfg.api_key_env)
+            if not key:
+                raise _MissingAPIKeyError(f"environment variable {cfg.api_key_env} is not set or empty")
+            return key
+        return NO_KEY if cfg.api_base else None
+
+    def _backoff(self, attempt: int, exc: BaseException) -> float:
+        ceiling = min(self.backoff_max, self.backoff_base * (2 ** (attempt - 1)))
+        delay = ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+        server_hint = _retry_after(exc)
+        if server_hint is not None:
+            delay = max(delay, min(server_hint, self.backoff_max))
+        return delay
+
+    async def complete(self, messages: list[dict[str, str]], **params: Any) -> Completion:
+        """One chat completion. ``params`` (e.g. ``temperature``, ``response_format``) override the config's.
+
+        Returns a :class:`Completion`; API errors come back as ``Completion.error``, never as exceptions.
+        """
+        _check_params(params)
+        cfg = self.config
+        mocking = self.mock_response is not None
+        key = self.cache_key(cfg, messages, {**params, "__mock__": True} if mocking else params)
+
+        record = self._cache_read(key)
+        if record is not None:
+            self.usage.cache_hits += 1
+            return Completion(
+                text=record["text"],
+                cached=True,
+                prompt_tokens=int(record.get("prompt_tokens", 0)),
+                completion_tokens=int(record.get("completion_tokens", 0)),
+                cost_usd=0.0,
+                attempts=0,
+            )
+
+        self.usage.calls += 1
+        litellm = _import_litellm()
+        call: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": messages,
+            "temperature": cfg.temperature,
+            "timeout": cfg.timeout,
+            "num_retries": 0,
+            "drop_params": True,
+        }
+        if cfg.max_tokens is not None:
+            call["max_tokens"] = cfg.max_tokens
+        if cfg.api_base:
+            call["api_base"] = cfg.api_base
+        call.update(cfg.extra_params)
+        call.update(params)
+        if mocking:
+            mock = self.mock_response
+            call["mock_response"] = mock(messages) if callable(mock) else mock
+        timeout = float(call["timeout"])
+
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if not mocking:
+                    call["api_key"] = self._api_key()  # read at call time; lives only in this dict
+                async with self._semaphore():
+                    # litellm enforces ``timeout``; the outer bound only guards against a hung transport.
+                    response = await asyncio.wait_for(litellm.acompletion(**call), timeout=timeout * 1.5 + 5.0)
+                text = response.choices[0].message.content
+                if text is None:
+                    text = ""
+            except Exception as exc:
+                if not (_is_api_error(exc) or isinstance(exc, _MissingAPIKeyError)):
+                    raise
+                error = _short_error(exc, cfg.api_key_env)
+                if attempt <= self.max_retries and _is_retryable(exc):
+                    delay = self._backoff(attempt, exc)
+                    self.usage.retries += 1
+                    logger.info(
+                        "attempt %d/%d failed (%s); retrying in %.2fs", attempt, self.max_retries + 1, error, delay
+                    )
+                    await asyncio.sleep(delay)
+                    continue
+                self.usage.failures += 1
+                logger.warning("model call failed after %d attempt(s): %s", attempt, error)
+                return Completion(text=None, error=error, attempts=attempt)
+            finally:
+                call.pop("api_key", None)
+            break
+
+        prompt_tokens, completion_tokens = _token_counts(response)
+        cost = _cost(litellm, response)
+        text = redact(text, cfg.api_key_env)
+        self.usage.prompt_tokens += prompt_tokens
+        self.usage.completion_tokens += completion_tokens
+        self.usage.cost_usd += cost
+        self._cache_write(
+            key,
+            {
+                "format": CACHE_FORMAT,
+                "model": cfg.model,
+                "text": text,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "cost_usd": cost,
+                "created": time.time(),
+            },
+        )
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            attempts=attempt,
+        )
+
+
+class _MissingAPIKeyError(RuntimeError):
+    """``api_key_env`` names a variable that is not set: a configuration error, reported, not retried."""
+
+
+def _token_counts(response: Any) -> tuple[int, int]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return 0, 0
+
+    def get(name: str) -> int:
+        value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+        return int(value) if isinstance(value, (int, float)) else 0
+
+    return get("prompt_tokens"), get("completion_tokens")
+
+
+def _cost(litellm: Any, response: Any) -> float:
+    try:
+        cost = litellm.completion_cost(completion_response=response)
+        return float(cost) if cost else 0.0
+    except Exception:  # unknown model (local servers), missing pricing ...
+        return 0.0
