@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.fake_server import Fault, FakeOpenAIServer
+from agents.fake_server import FakeOpenAIServer, Fault
 from benchmarks.registry import TASK_NAMES
 from benchmarks.runner import EvalConfig, Evaluation
 from rescue_env.cli import main

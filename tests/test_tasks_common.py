@@ -11,7 +11,7 @@ from benchmarks.base import MODES, Instance, PromptOptions, even_sample
 from benchmarks.registry import TASK_NAMES, get_task, make_batches, parse_task_list
 from rescue_env.cli import main
 from rescue_env.data import load_dataset
-from rescue_env.data.schema import Emotion, Sample, SupportStrategy, Viewpoint
+from rescue_env.data.schema import Emotion, Sample, Viewpoint
 
 
 def test_registry() -> None:
