@@ -19,7 +19,9 @@ threads are joined with a bound.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -331,3 +333,35 @@ class FakeOpenAIServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+_ITEM = re.compile(r"^### Item (\d+)$", re.M)
+_EXAMPLE = re.compile(r"in this form:\n(\{.*\})\s*$", re.S)
+
+
+def example_responder(body: dict) -> str:
+    """A valid, dumb model for rescue-env prompts: answers every ``### Item N`` of the last message with the
+    first example answer of the prompt's own JSON schema."""
+    prompt = _prompt_text(body) if not body.get("messages") else str(body["messages"][-1].get("content", ""))
+    match = _EXAMPLE.search(prompt)
+    if match is None:
+        return DEFAULT_REPLY
+    example = json.loads(match.group(1))["answers"][0]
+    return json.dumps({"answers": [{**example, "id": n} for n in _ITEM.findall(prompt)]})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve until interrupted (for benchmarks: a server in its own process, so it does not share the GIL)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Local OpenAI-compatible server for rescue-env tests.")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    args = parser.parse_args(argv)
+    with FakeOpenAIServer(example_responder, latency=args.latency) as server:
+        print(server.base_url, flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

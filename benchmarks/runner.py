@@ -89,7 +89,10 @@ class Progress:
         if enabled and total:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, unit="inst", dynamic_ncols=True, file=sys.stderr)
+            # disable=None: a bar on a terminal, silence in logs and CI.
+            self._bar = tqdm(
+                total=total, unit="inst", dynamic_ncols=True, file=sys.stderr, disable=None, mininterval=0.25
+            )
 
     def describe(self, text: str) -> None:
         if self._bar is not None:

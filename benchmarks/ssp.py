@@ -33,7 +33,7 @@ from benchmarks.prompting import (
     render_rows,
     window,
 )
-from benchmarks.rpp import (
+from benchmarks.ranking import (
     RANKING_KEY,
     answer_example,
     by_scenario,

@@ -24,7 +24,7 @@ import numpy as np
 
 from benchmarks.base import Instance, Prediction, PromptOptions, instance_id
 from benchmarks.prompting import SCENARIO_SETTING, context_size, describe_window, envelope, render_rows, window
-from benchmarks.rpp import (
+from benchmarks.ranking import (
     RANKING_KEY,
     TOP_K,
     answer_example,

@@ -15,10 +15,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
-import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from agents.client import LLMClient, ModelConfig  # noqa: E402
-from agents.fake_server import FakeOpenAIServer  # noqa: E402
+from agents.fake_server import example_responder  # noqa: E402
 from benchmarks.base import PromptOptions  # noqa: E402
 from benchmarks.registry import get_task, make_batches  # noqa: E402
 from benchmarks.runner import EvalConfig, Evaluation  # noqa: E402
@@ -34,15 +37,23 @@ from rescue_env.data import load_dataset  # noqa: E402
 from rescue_env.data.domain import participants  # noqa: E402
 
 RELEASE = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"
-ITEM = re.compile(r"^### Item (\d+)$", re.M)
-EXAMPLE = re.compile(r"in this form:\n(\{.*\})\s*$", re.S)
 
 
-def echo(messages_or_body) -> str:
-    messages = messages_or_body["messages"] if isinstance(messages_or_body, dict) else messages_or_body
-    prompt = messages[-1]["content"]
-    example = json.loads(EXAMPLE.search(prompt).group(1))["answers"][0]
-    return json.dumps({"answers": [{**example, "id": n} for n in ITEM.findall(prompt)]})
+def echo(messages: list[dict[str, str]]) -> str:
+    return example_responder({"messages": messages})
+
+
+@contextlib.contextmanager
+def server_process(latency: float):
+    """The local OpenAI-compatible server in its own process, so that it does not compete for our GIL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agents.fake_server", "--latency", str(latency)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def timed_run(config: EvalConfig, dataset, client: LLMClient | None = None) -> tuple[float, int]:
@@ -57,6 +68,23 @@ def timed_run(config: EvalConfig, dataset, client: LLMClient | None = None) -> t
         return elapsed, sum(t["instances"] for t in results["tasks"].values())
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+async def openai_sdk_wall(base_url: str, count: int, connections: int) -> float:
+    """Reference: the same number of requests straight through the openai SDK (no litellm, no harness)."""
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="sk-no-key")
+    gate = asyncio.Semaphore(connections)
+    messages = [{"role": "user", "content": '### Item 1\nin this form:\n{"answers": [{"id": "1"}]}'}]
+
+    async def one() -> None:
+        async with gate:
+            await client.chat.completions.create(model="fake", messages=messages)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(count)))
+    return time.perf_counter() - start
 
 
 def authors_record(sample, position: int) -> dict:
@@ -158,11 +186,11 @@ def main() -> None:
         f"(litellm's own overhead: {1000 * (t_mock - t_heur) / n:.2f} ms/instance)"
     )
 
-    with FakeOpenAIServer(echo, latency=args.latency) as server:
+    with server_process(args.latency) as base_url:
         config = EvalConfig(
             agent="litellm",
             model="openai/fake",
-            api_base=server.base_url,
+            api_base=base_url,
             batch_size=1,
             tasks=["itp"],
             bertscore=False,
@@ -170,17 +198,21 @@ def main() -> None:
             limit=args.limit,
             data=data,
         )
-        client = LLMClient(ModelConfig(model="openai/fake", api_base=server.base_url), max_connections=args.connections)
+        client = LLMClient(ModelConfig(model="openai/fake", api_base=base_url), max_connections=args.connections)
         wall, count = timed_run(config, dataset, client)
-        requests = server.request_count
+        sdk = asyncio.run(openai_sdk_wall(base_url, count, args.connections))
     ideal = count * args.latency / args.connections
     print(
-        f"2. {count} instances, {requests} requests, {args.connections} connections, "
+        f"2. {count} instances (one request each, server in its own process), {args.connections} connections, "
         f"{1000 * args.latency:.0f} ms latency"
     )
     print(
         f"  wall {wall:.2f} s vs ideal {ideal:.2f} s = {wall / ideal:.2f}x the ideal "
         f"({100 * ideal / wall:.0f} % of ideal throughput)"
+    )
+    print(
+        f"  reference, same requests through the openai SDK alone: {sdk:.2f} s = {sdk / ideal:.2f}x the ideal "
+        f"(the rest is litellm's per-request CPU cost on this machine)"
     )
 
     print("3. prompt tokens per instance (gpt-4o tokenizer, dialogue mode)")

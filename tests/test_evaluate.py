@@ -14,20 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.fake_server import FakeOpenAIServer, Fault
+from agents.fake_server import FakeOpenAIServer, Fault, example_responder
 from benchmarks.registry import TASK_NAMES
 from benchmarks.runner import EvalConfig, Evaluation
 from rescue_env.cli import main
 
 ITEM = re.compile(r"^### Item (\d+)$", re.M)
-EXAMPLE = re.compile(r"in this form:\n(\{.*\})\s*$", re.S)
-
-
-def echo_responder(body: dict) -> str:
-    """Answer every item of a prompt with the first example answer of its own schema (a valid, dumb model)."""
-    prompt = body["messages"][-1]["content"]
-    example = json.loads(EXAMPLE.search(prompt).group(1))["answers"][0]
-    return json.dumps({"answers": [{**example, "id": n} for n in ITEM.findall(prompt)]})
 
 
 def run(tmp: Path, name: str, **overrides) -> dict:
@@ -64,7 +56,7 @@ def test_random_agent_is_seeded(tmp_path: Path) -> None:
 
 
 def test_litellm_agent_through_a_local_server(tmp_path: Path) -> None:
-    with FakeOpenAIServer(echo_responder) as server:
+    with FakeOpenAIServer(example_responder) as server:
         results = run(tmp_path, "llm", agent="litellm", model="openai/fake", api_base=server.base_url)
         asked = server.request_count
         assert asked == len(
@@ -97,7 +89,7 @@ def test_faults_are_survived_and_counted(tmp_path: Path) -> None:
         prompt = body["messages"][-1]["content"]
         if "Maya" in prompt and len(ITEM.findall(prompt)) > 1:
             return json.dumps({"answers": [{"id": "99", "should_speak": "yes"}]})  # ids that match nothing
-        return echo_responder(body)
+        return example_responder(body)
 
     with FakeOpenAIServer(wrong_ids, faults=faults) as server:
         config = EvalConfig(
@@ -131,7 +123,7 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen:
 
 def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> None:
     env = {**os.environ, "RESCUE_TEST_KEY": "sk-planted-SECRET-4242"}
-    with FakeOpenAIServer(echo_responder, latency=0.1, expected_api_key="sk-planted-SECRET-4242") as server:
+    with FakeOpenAIServer(example_responder, latency=0.1, expected_api_key="sk-planted-SECRET-4242") as server:
         common = [
             "evaluate",
             "--tasks",
@@ -185,7 +177,7 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
 
 def test_key_never_leaks_from_errors(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("RESCUE_TEST_KEY", "sk-planted-SECRET-777")
-    with FakeOpenAIServer(echo_responder, faults=lambda i, b: Fault("500", echo_auth=True)) as server:
+    with FakeOpenAIServer(example_responder, faults=lambda i, b: Fault("500", echo_auth=True)) as server:
         config = EvalConfig(
             tasks=["itp"],
             agent="litellm",
