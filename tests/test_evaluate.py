@@ -226,3 +226,38 @@ def test_cli_evaluate_prints_the_table(tmp_path: Path, capsys) -> None:
     assert "| Both | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 |" in out
     assert main(["evaluate", "--tasks", "nope", "--output", str(tmp_path / "x")]) == 2
     assert "unknown task 'nope'" in capsys.readouterr().err
+
+
+def _model_and_judge(body: dict) -> str:
+    """Answers prompts like a model and judge prompts like a judge (4/5; authors' rubric 2 + 3)."""
+    if "expert rater" in body["messages"][0]["content"]:
+        if "source_target_score" in body["messages"][-1]["content"]:
+            return '{"source_target_score": 2, "viewpoint_score": 3, "reason": "close"}'
+        return '```json\n{"score": 4, "reason": "close"}\n```'
+    return example_responder(body)
+
+
+@pytest.mark.parametrize("rubric", ["likert", "authors"])
+def test_judge_phase_scores_er_and_vp(tmp_path: Path, rubric: str) -> None:
+    with FakeOpenAIServer(_model_and_judge) as server:
+        results = run(
+            tmp_path,
+            "judged",
+            tasks=["er", "vp"],
+            agent="litellm",
+            model="openai/fake",
+            api_base=server.base_url,
+            judge_model="openai/judge",
+            vp_rubric=rubric,
+        )
+        judge_calls = sum("expert rater" in r["messages"][0]["content"] for r in server.requests)
+    er = results["tasks"]["er"]["scopes"]["all"]["metrics"]
+    valid = results["tasks"]["er"]["instances"] - results["tasks"]["er"]["failures"]
+    assert judge_calls >= valid > 0
+    assert results["tasks"]["er"]["failures"] == 0 and results["tasks"]["vp"]["failures"] == 0
+    assert er["s_emo"]["value"] == 4.0
+    assert er["s_er"]["value"] == pytest.approx((er["s_emo"]["value"] + er["s_int"]["value"]) / 2)
+    vp = results["tasks"]["vp"]
+    expected = 5.0 if rubric == "authors" else 4.0
+    assert vp["scopes"]["all"]["metrics"]["judge"]["value"] == expected
+    assert results["tasks"]["er"]["judge"] is None  # the judge ran
