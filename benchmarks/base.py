@@ -17,9 +17,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from rescue_env.data.schema import Sample, Scenario
-
-Mode = Literal["dialogue", "audio", "visual", "audiovisual"]
-MODES: tuple[Mode, ...] = ("dialogue", "audio", "visual", "audiovisual")
+from rescue_env.rendering import MODES, Mode  # noqa: E402,F401  (re-exported)
 
 
 class Instance(BaseModel):
