@@ -6,3 +6,13 @@ environments.
 """
 
 __version__ = "0.1.0"
+
+
+def _register_environments() -> None:
+    from gymnasium.envs.registration import register, registry
+
+    if "Rescue-v0" not in registry:
+        register(id="Rescue-v0", entry_point="rescue_env.env:RescueEnv")
+
+
+_register_environments()

@@ -1,0 +1,468 @@
+"""``Rescue-v0``: a recorded couple or family therapy conversation replayed as a sequential decision process
+(paper App. B). See ``RescueEnv`` for the specification."""
+
+from __future__ import annotations
+
+import string
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from rescue_env.data import Dataset, Sample, load_dataset
+from rescue_env.data.domain import (
+    SpeakerClass,
+    is_therapist,
+    latest_states,
+    participants,
+    primary_strategy,
+    scenario_of,
+    speaker_class,
+    support_target,
+    target_members,
+)
+from rescue_env.data.schema import SCENARIOS, Scenario
+from rescue_env.rendering import MODES, Mode, render_rows, window
+from rescue_env.reward import PRESETS, Preset, RewardConfig, components, discounted_return, total
+from rescue_env.taxonomy import ALL_RELATION_PATTERN_KEYS, ALL_STRATEGY_KEYS, relation_patterns, strategies
+
+CHARSET = frozenset(string.printable) - frozenset("\x0b\x0c\r")
+"""Characters of the ``context`` observation: printable ASCII, tab and newline."""
+_REPLACEMENTS = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2026": "...",
+        "\u00a0": " ",
+    }
+)
+
+
+def normalise_text(text: str) -> str:
+    """Map any transcript text into ``CHARSET``: typographic punctuation to ASCII, accents stripped (NFKD),
+    anything else left (control characters, symbols) becomes ``?``."""
+    text = unicodedata.normalize("NFKD", text.translate(_REPLACEMENTS))
+    return "".join(c if c in CHARSET else ("" if unicodedata.combining(c) else "?") for c in text)
+
+
+@dataclass(frozen=True)
+class DecisionPoint:
+    """Everything about one decision point of an episode, precomputed at the first reset on its sample."""
+
+    row: int
+    context: str
+    last_speaker: int
+    gold_intervene: bool
+    gold_recipients: frozenset[int] | None
+    gold_strategy: int | None
+    distress: np.ndarray
+    viewpoints: dict[str, dict[str, str]]
+    pattern: str | None
+
+
+@dataclass(frozen=True)
+class Episode:
+    sample_id: str
+    scenario: Scenario
+    participants: tuple[str, ...]
+    rows: int
+    points: tuple[DecisionPoint, ...]
+
+
+class RescueEnv(gym.Env):
+    """
+    ## Description
+
+    A recorded couple or family therapy conversation of RESCUE-Bench is replayed row by row (paper App. B). After
+    every client row (the ITP boundaries of App. C, without balancing; ``decide_after_therapist=True`` adds the
+    therapist's rows) the agent decides, as the therapist would: intervene now or keep listening, whom to support
+    (a person, a dyad, a subgroup or everyone) and with which strategy. The conversation then continues as
+    recorded, whatever the agent chose, and the choice is scored against what the real therapist did next and
+    against a group objective computed from the annotated state (``rescue_env.reward``).
+
+    ## Action Space
+
+    ``Dict``: ``intervene`` ``Discrete(2)`` (1 = the therapist takes the next turn); ``target``
+    ``MultiBinary(max_participants + 1)`` (one bit per participant slot, the last bit = the whole group);
+    ``strategy`` ``Discrete(11)`` over ``rescue_env.taxonomy.ALL_STRATEGY_KEYS`` (couple strategies, then the
+    family-only ``boundary``). Bits for absent slots and strategies outside the scenario's taxonomy are masked
+    (``target_mask``, ``strategy_mask`` in the observation; ``action_masks()``): they are ignored, and counted in
+    ``info["invalid"]``.
+
+    ## Observation Space
+
+    ``Dict``: ``context`` ``Text`` (a header naming the scenario and the participant slots, then the last
+    ``context_size`` rows through the current one, rendered with the evidence of ``mode``: speaker, addressees,
+    words, overlapping speech, timing, and tone of voice / visual cues by mode; normalised to ``CHARSET``; the
+    oldest text is cut beyond ``max_chars``); ``scenario`` ``Discrete(2)`` (couple, family); ``participants``
+    ``MultiBinary(max_participants)`` (present slots); ``last_speaker`` ``Discrete(max_participants + 3)`` (a slot,
+    then therapist, group, other); ``position`` ``Box(0, 1, (2,))`` (row and decision progress); ``target_mask``;
+    ``strategy_mask``. No annotation and nothing gold is observed.
+
+    ## Rewards
+
+    With z* = 1 iff the next recorded row is the therapist's, A* the target set of that row's support strategy
+    and a* its strategy (when in the scenario's taxonomy), and d_i = latest annotated intensity of i / 10:
+    timing 1[z = z*]; target Jaccard(A, A*) when z = z* = 1 and A* is known; strategy 1[a = a*] when z = z* = 1 and
+    a* is known; group U(d, G) - lambda * max over the most distressed of d_i (1 - w_i) - kappa * z, with w_i = 1/|A|
+    for the recipients of an intervention. The step reward is the preset's weighted sum (``imitation``,
+    ``group``, ``combined``; see ``rescue_env.reward``). Components without gold are not scored, and ``info``
+    says which were.
+
+    ## Starting State
+
+    ``reset(seed, options)`` starts a conversation: ``options={"sample_id": ...}`` picks one, else
+    ``sample_order="random"`` draws one with ``np_random``, and ``"sequential"`` takes them in dataset order
+    (so that len(dataset) episodes cover it exactly once). The first observation is the first decision point.
+
+    ## Episode End
+
+    Terminated after the last decision point of the conversation (never truncated). The final ``info`` carries
+    ``episode``: return, discounted return (``gamma``), length and the return under every preset.
+
+    ## Arguments
+
+    ``data`` (path, ``"demo"`` or a loaded ``Dataset``), ``reward`` (a preset name or ``RewardConfig``),
+    ``mode`` (dialogue, audio, visual, audiovisual), ``context_size`` (rows; -1 = all), ``max_chars``,
+    ``max_participants``, ``sample_order``, ``decide_after_therapist``, ``render_mode`` (``"ansi"``, ``"human"``).
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        data: str | Dataset = "demo",
+        reward: Preset | RewardConfig = "combined",
+        mode: Mode = "dialogue",
+        context_size: int = 8,
+        max_chars: int = 4096,
+        max_participants: int = 6,
+        sample_order: str = "random",
+        decide_after_therapist: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        if sample_order not in ("random", "sequential"):
+            raise ValueError(f"sample_order must be 'random' or 'sequential', got {sample_order!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.dataset = data if isinstance(data, Dataset) else load_dataset(data)
+        self.reward_config = reward if isinstance(reward, RewardConfig) else RewardConfig.preset(reward)
+        self.mode, self.context_size, self.max_chars = mode, context_size, max_chars
+        self.max_participants = max_participants
+        self.sample_order, self.decide_after_therapist = sample_order, decide_after_therapist
+        self.render_mode = render_mode
+        self._presets = {name: RewardConfig.preset(name, **self._constants()) for name in PRESETS}
+        self._episodes: dict[str, Episode] = {}
+        self.samples = [s for s in self.dataset.samples if self._decision_rows(s)]
+        if not self.samples:
+            raise ValueError(f"{self.dataset.source}: no conversation has a decision point")
+        too_many = [s.sample_id for s in self.samples if len(participants(s)) > max_participants]
+        if too_many:
+            raise ValueError(
+                f"{len(too_many)} conversation(s) have more than max_participants={max_participants} "
+                f"participants (e.g. {too_many[0]}); raise max_participants"
+            )
+
+        n_slots, n_strategies = max_participants, len(ALL_STRATEGY_KEYS)
+        self.action_space = spaces.Dict(
+            {
+                "intervene": spaces.Discrete(2),
+                "target": spaces.MultiBinary(n_slots + 1),
+                "strategy": spaces.Discrete(n_strategies),
+            }
+        )
+        self.observation_space = spaces.Dict(
+            {
+                "context": spaces.Text(max_length=max_chars, min_length=0, charset="".join(sorted(CHARSET))),
+                "scenario": spaces.Discrete(len(SCENARIOS)),
+                "participants": spaces.MultiBinary(n_slots),
+                "last_speaker": spaces.Discrete(n_slots + 3),
+                "position": spaces.Box(0.0, 1.0, shape=(2,), dtype=np.float32),
+                "target_mask": spaces.MultiBinary(n_slots + 1),
+                "strategy_mask": spaces.MultiBinary(n_strategies),
+            }
+        )
+        self._episode: Episode | None = None
+        self._step = 0
+        self._next_sequential = 0
+        self._rewards: list[float] = []
+        self._preset_returns: dict[str, float] = {}
+        self._last: dict[str, Any] | None = None
+
+    # ----- episodes ---------------------------------------------------------------------------------------
+
+    def _constants(self) -> dict[str, Any]:
+        c = self.reward_config
+        return {"lam": c.lam, "kappa": c.kappa, "gamma": c.gamma, "max_age": c.max_age, "utility": c.utility}
+
+    def _decision_rows(self, sample: Sample) -> list[int]:
+        rows = sample.rows
+        return [p for p in range(len(rows) - 1) if self.decide_after_therapist or not is_therapist(rows[p])]
+
+    def _slot_of(self, name: str, people: Sequence[str]) -> int:
+        kind = speaker_class(name)
+        if kind is SpeakerClass.THERAPIST:
+            return self.max_participants
+        if kind is SpeakerClass.GROUP:
+            return self.max_participants + 1
+        return people.index(name) if name in people else self.max_participants + 2
+
+    def episode(self, sample: Sample) -> Episode:
+        """The precomputed decision points of ``sample`` (cached: a replay does not depend on the actions)."""
+        cached = self._episodes.get(sample.sample_id)
+        if cached is not None:
+            return cached
+        scenario = scenario_of(sample)
+        people = tuple(participants(sample))
+        taxonomy = strategies(scenario)
+        header = normalise_text(
+            f"{scenario.capitalize()} therapy session. Participant slots: "
+            + ", ".join(f"[{i}] {name}" for i, name in enumerate(people))
+            + f", [{self.max_participants}] everyone ({'Couple' if scenario == 'couple' else 'Family'}).\n"
+        )
+        budget = max(0, self.max_chars - len(header))
+        labels = relation_patterns(scenario)
+        points = []
+        for row in self._decision_rows(sample):
+            rows_text = normalise_text(render_rows(sample, window(row, self.context_size), self.mode))
+            following = sample.rows[row + 1]
+            gold_intervene = is_therapist(following)
+            gold_recipients = gold_strategy = None
+            if gold_intervene and following.support_strategy:
+                members = target_members(support_target(following), people)
+                slots = frozenset(people.index(m) for m in members if m in people)
+                gold_recipients = slots or None
+                key = primary_strategy(following)
+                gold_strategy = ALL_STRATEGY_KEYS.index(key) if key in taxonomy else None
+            states = latest_states(sample, row, max_age=self.reward_config.max_age)
+            distress = np.array([(states[p].intensity or 0.0) / 10.0 for p in people], dtype=np.float64)
+            pattern = None
+            for earlier in sample.rows[row::-1]:
+                label = (earlier.relation_pattern or "").strip() or (earlier.relation_cycle_state or "").strip()
+                if label in labels:
+                    pattern = label
+                    break
+            points.append(
+                DecisionPoint(
+                    row=row,
+                    context=header + rows_text[-budget:] if budget else header[: self.max_chars],
+                    last_speaker=self._slot_of(sample.rows[row].primary_speaker.strip(), people),
+                    gold_intervene=gold_intervene,
+                    gold_recipients=gold_recipients,
+                    gold_strategy=gold_strategy,
+                    distress=distress,
+                    viewpoints={p: dict(states[p].viewpoints) for p in people if states[p].viewpoints},
+                    pattern=pattern,
+                )
+            )
+        episode = Episode(sample.sample_id, scenario, people, len(sample.rows), tuple(points))
+        self._episodes[sample.sample_id] = episode
+        return episode
+
+    # ----- gymnasium API ----------------------------------------------------------------------------------
+
+    def _observation(self) -> dict[str, Any]:
+        episode, point = self._episode, self._point()
+        n = len(episode.participants)
+        present = np.zeros(self.max_participants, dtype=np.int8)
+        present[:n] = 1
+        strategy_mask = np.array([key in strategies(episode.scenario) for key in ALL_STRATEGY_KEYS], dtype=np.int8)
+        position = np.array(
+            [point.row / max(1, episode.rows - 1), self._step / max(1, len(episode.points) - 1)], dtype=np.float32
+        )
+        return {
+            "context": point.context,
+            "scenario": SCENARIOS.index(episode.scenario),
+            "participants": present,
+            "last_speaker": point.last_speaker,
+            "position": np.clip(position, 0.0, 1.0),
+            "target_mask": np.append(present, 1).astype(np.int8),
+            "strategy_mask": strategy_mask,
+        }
+
+    def _point(self) -> DecisionPoint:
+        return self._episode.points[self._step]
+
+    def action_masks(self) -> dict[str, np.ndarray]:
+        """Valid target bits and strategies at the current step (for masking learners)."""
+        observation = self._observation()
+        return {
+            "target": observation["target_mask"].astype(bool),
+            "strategy": observation["strategy_mask"].astype(bool),
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if "sample_id" in options:
+            sample = self.dataset.get(options["sample_id"])
+            if sample not in self.samples:
+                raise ValueError(f"sample {options['sample_id']!r} has no decision point")
+        elif self.sample_order == "sequential":
+            sample = self.samples[self._next_sequential % len(self.samples)]
+            self._next_sequential += 1
+        else:
+            sample = self.samples[int(self.np_random.integers(len(self.samples)))]
+        self._episode = self.episode(sample)
+        self._step = 0
+        self._rewards = []
+        self._preset_returns = {name: 0.0 for name in PRESETS}
+        self._last = None
+        info = {
+            "sample_id": sample.sample_id,
+            "scenario": self._episode.scenario,
+            "participants": list(self._episode.participants),
+            "decision_points": len(self._episode.points),
+        }
+        return self._observation(), info
+
+    def _decode(self, action: dict[str, Any]) -> tuple[bool, frozenset[int], int, list[str]]:
+        n = len(self._episode.participants)
+        invalid = []
+        intervene = bool(int(np.asarray(action["intervene"]).item()))
+        bits = np.asarray(action["target"]).astype(bool).ravel()
+        if bits[n : self.max_participants].any():
+            invalid.append("target: absent participant slot")
+        recipients = (
+            frozenset(range(n)) if bits[self.max_participants] else frozenset(np.flatnonzero(bits[:n]).tolist())
+        )
+        strategy = int(np.asarray(action["strategy"]).item())
+        if ALL_STRATEGY_KEYS[strategy] not in strategies(self._episode.scenario):
+            invalid.append("strategy: outside the scenario's taxonomy")
+            strategy = -1
+        return intervene, recipients, strategy, invalid
+
+    def step(self, action: dict[str, Any]):
+        if self._episode is None:
+            raise RuntimeError("call reset() before step()")
+        if self._step >= len(self._episode.points):
+            raise RuntimeError("the episode has ended; call reset()")
+        point = self._point()
+        intervene, recipients, strategy, invalid = self._decode(action)
+        parts = components(
+            intervene=intervene,
+            recipients=recipients,
+            strategy=strategy,
+            gold_intervene=point.gold_intervene,
+            gold_recipients=point.gold_recipients,
+            gold_strategy=point.gold_strategy,
+            distress=point.distress,
+            config=self.reward_config,
+            viewpoints=point.viewpoints,
+            pattern=point.pattern,
+        )
+        reward = total(parts, self.reward_config)
+        self._rewards.append(reward)
+        for name, config in self._presets.items():
+            self._preset_returns[name] += total(parts, config)
+        people = self._episode.participants
+        info: dict[str, Any] = {
+            "sample_id": self._episode.sample_id,
+            "scenario": self._episode.scenario,
+            "row": point.row + 1,
+            "decision": self._step,
+            "components": parts,
+            "scored": {k: v is not None for k, v in parts.items()},
+            "gold": {
+                "intervene": point.gold_intervene,
+                "target": None if point.gold_recipients is None else [people[i] for i in sorted(point.gold_recipients)],
+                "strategy": None if point.gold_strategy is None else ALL_STRATEGY_KEYS[point.gold_strategy],
+            },
+            "chosen": {
+                "intervene": intervene,
+                "target": [people[i] for i in sorted(recipients)],
+                "strategy": ALL_STRATEGY_KEYS[strategy] if strategy >= 0 else None,
+            },
+            "state": {
+                "distress": dict(zip(people, point.distress.tolist())),
+                "viewpoints": point.viewpoints,
+                "pattern": point.pattern,
+            },
+            "invalid": invalid,
+        }
+        self._last = {"point": point, "info": info, "reward": reward}
+        self._step += 1
+        terminated = self._step >= len(self._episode.points)
+        if terminated:
+            info["episode"] = {
+                "return": float(sum(self._rewards)),
+                "discounted_return": discounted_return(self._rewards, self.reward_config.gamma),
+                "length": len(self._rewards),
+                "returns_by_preset": dict(self._preset_returns),
+            }
+            observation = self._observation_at_end()
+        else:
+            observation = self._observation()
+        if self.render_mode == "human":
+            self.render()
+        return observation, reward, terminated, False, info
+
+    def _observation_at_end(self) -> dict[str, Any]:
+        # Gymnasium needs an observation after the last step: the last decision point's, unchanged.
+        self._step -= 1
+        observation = self._observation()
+        self._step += 1
+        return observation
+
+    # ----- privileged accessors (reference policies and evaluation only; not part of the observation) -----
+
+    def gold(self) -> dict[str, Any]:
+        """The real therapist's choice at the current decision point (z*, A* as slots, a* as an index)."""
+        point = self._point()
+        return {"intervene": point.gold_intervene, "recipients": point.gold_recipients, "strategy": point.gold_strategy}
+
+    def state(self) -> dict[str, Any]:
+        """The annotated state at the current decision point: distress per slot, viewpoints, relation pattern."""
+        point = self._point()
+        return {"distress": point.distress.copy(), "viewpoints": point.viewpoints, "pattern": point.pattern}
+
+    # ----- rendering --------------------------------------------------------------------------------------
+
+    def render(self) -> str | None:
+        """``ansi``: the last step as text (context tail, gold vs chosen action, reward); ``human``: printed."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'human'")
+            return None
+        text = self._render_text()
+        if self.render_mode == "human":
+            print(text, end="")
+            return None
+        return text
+
+    def _render_text(self) -> str:
+        if self._last is None:
+            if self._episode is None:
+                return ""
+            return f"{self._episode.sample_id} ({self._episode.scenario}), {len(self._episode.points)} decisions\n"
+        info = self._last["info"]
+        tail = "\n".join(self._last["point"].context.splitlines()[-3:])
+        parts = ", ".join(f"{k}={v:.2f}" for k, v in info["components"].items() if v is not None)
+        return (
+            f"--- {info['sample_id']} decision {info['decision'] + 1} after row {info['row']}\n{tail}\n"
+            f"gold:   {_describe(info['gold'])}\nchosen: {_describe(info['chosen'])}\n"
+            f"reward {self._last['reward']:.3f} ({parts})\n"
+        )
+
+
+def _describe(choice: dict[str, Any]) -> str:
+    if not choice["intervene"]:
+        return "keep listening"
+    target = ", ".join(choice["target"]) if choice["target"] else "?"
+    return f"intervene -> {target} with {choice['strategy'] or '?'}"
+
+
+__all__ = ["CHARSET", "RescueEnv", "normalise_text", "ALL_RELATION_PATTERN_KEYS"]
