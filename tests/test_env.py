@@ -1,0 +1,208 @@
+"""Rescue-v0: decision points, gold, rewards and info on a hand-made conversation; API conventions."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import make_row
+from gymnasium.utils.env_checker import check_env
+
+import rescue_env  # noqa: F401  (registers the ids)
+from rescue_env.data import load_dataset
+from rescue_env.data.loading import Dataset, LoadReport
+from rescue_env.data.schema import Sample
+from rescue_env.env import CHARSET, RescueEnv, normalise_text
+from rescue_env.reward import RewardConfig
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS
+
+
+def _emotion(person: str, intensity: int) -> list[dict]:
+    return [{"person": person, "emotion_description": "feels it", "intensity": intensity}]
+
+
+def tiny_dataset() -> Dataset:
+    rows = [
+        make_row(0, "Ana", internal_emotion=_emotion("Ana", 8)),  # decision 0: next is Bo -> z* = 0
+        make_row(1, "Bo", target=["Ana"], internal_emotion=_emotion("Bo", 4)),  # decision 1: next is therapist
+        make_row(
+            2,
+            "Therapist",
+            target=["Ana"],
+            support_strategy=[{"provider": "Therapist", "target": ["Ana"], "strategy_type": "evoke"}],
+        ),
+        make_row(3, "Ana", internal_emotion=_emotion("Ana", 5)),  # decision 2: next is therapist, to both
+        make_row(
+            4,
+            "Therapist",
+            target=["Couple"],
+            support_strategy=[{"provider": "Therapist", "target": ["Couple"], "strategy_type": "boundary"}],
+        ),
+        make_row(5, "Bo"),  # last row: no decision (nothing follows)
+    ]
+    sample = Sample.model_validate({"sample_id": "tiny/1", "scenario": "couple", "rows": rows})
+    return Dataset(samples=[sample], source="tiny", sha256="0" * 64, report=LoadReport(source="tiny"))
+
+
+def action(intervene: int, slots: list[int], strategy: str, n_slots: int = 6) -> dict:
+    bits = np.zeros(n_slots + 1, dtype=np.int8)
+    bits[slots] = 1
+    return {"intervene": intervene, "target": bits, "strategy": ALL_STRATEGY_KEYS.index(strategy)}
+
+
+CONFIG = RewardConfig(timing=1.0, target=1.0, strategy=1.0, group=1.0, lam=1.0, kappa=0.2)
+
+
+def test_decision_points_gold_and_rewards_by_hand() -> None:
+    env = RescueEnv(data=tiny_dataset(), reward=CONFIG)
+    observation, info = env.reset(seed=0)
+    assert info == {"sample_id": "tiny/1", "scenario": "couple", "participants": ["Ana", "Bo"], "decision_points": 3}
+    assert observation["context"].startswith("Couple therapy session. Participant slots: [0] Ana, [1] Bo, [6]")
+    assert observation["participants"].tolist() == [1, 1, 0, 0, 0, 0]
+    assert observation["last_speaker"] == 0
+
+    # Decision 0 (after Ana's row; Bo speaks next): keeping quiet is right. d = (0.8, 0): U = 0.6.
+    _, reward, terminated, _, info = env.step(action(0, [], "track"))
+    assert info["gold"] == {"intervene": False, "target": None, "strategy": None}
+    assert info["components"] == pytest.approx({"timing": 1.0, "target": None, "strategy": None, "group": 0.6 - 0.8})
+    assert reward == pytest.approx(1.0 + 0.6 - 0.8) and not terminated
+
+    # Decision 1 (after Bo's row; the therapist evokes with Ana). d = (0.8, 0.4): U = 0.4; we support Ana.
+    _, reward, _, _, info = env.step(action(1, [0], "evoke"))
+    assert info["gold"] == {"intervene": True, "target": ["Ana"], "strategy": "evoke"}
+    assert info["components"] == pytest.approx({"timing": 1.0, "target": 1.0, "strategy": 1.0, "group": 0.4 - 0.2})
+    assert info["state"]["distress"] == {"Ana": 0.8, "Bo": 0.4}
+
+    # Decision 2: the therapist turns to the couple with a family-only label, so a* is unknown; we pick Bo.
+    _, reward, terminated, _, info = env.step(action(1, [1], "track"))
+    assert info["gold"] == {"intervene": True, "target": ["Ana", "Bo"], "strategy": None}
+    assert info["scored"] == {"timing": True, "target": True, "strategy": False, "group": True}
+    # d = (0.5, 0.4): U = 0.55; Ana, the most distressed, gets nothing: penalty 0.5.
+    assert info["components"] == pytest.approx(
+        {"timing": 1.0, "target": 0.5, "strategy": None, "group": 0.55 - 0.5 - 0.2}
+    )
+    assert terminated
+    rewards = [1.0 + 0.6 - 0.8, 3.0 + 0.2, 1.5 + 0.55 - 0.7]
+    episode = info["episode"]
+    assert episode["return"] == pytest.approx(sum(rewards)) and episode["length"] == 3
+    assert episode["discounted_return"] == pytest.approx(sum(r * CONFIG.gamma**t for t, r in enumerate(rewards)))
+    assert episode["returns_by_preset"]["imitation"] == pytest.approx(1.0 + 3.0 + 1.5)
+    with pytest.raises(RuntimeError, match="episode has ended"):
+        env.step(action(0, [], "track"))
+
+
+def test_masked_choices_are_ignored_and_reported() -> None:
+    env = RescueEnv(data=tiny_dataset(), reward=CONFIG)
+    env.reset(seed=0)
+    env.step(action(0, [], "track"))
+    _, _, _, _, info = env.step(action(1, [0, 4], "boundary"))  # slot 4 is empty; boundary is family-only
+    assert info["invalid"] == ["target: absent participant slot", "strategy: outside the scenario's taxonomy"]
+    assert info["chosen"] == {"intervene": True, "target": ["Ana"], "strategy": None}
+    assert info["components"]["strategy"] == 0.0
+    masks = env.action_masks()
+    assert masks["target"].tolist() == [True, True, False, False, False, False, True]
+    assert not masks["strategy"][ALL_STRATEGY_KEYS.index("boundary")]
+
+
+def test_group_slot_means_everyone() -> None:
+    env = RescueEnv(data=tiny_dataset(), reward=CONFIG)
+    env.reset(seed=0)
+    env.step(action(0, [], "track"))
+    env.step(action(0, [], "track"))
+    _, _, _, _, info = env.step(action(1, [6], "track"))
+    assert info["chosen"]["target"] == ["Ana", "Bo"] and info["components"]["target"] == 1.0
+
+
+def test_decisions_after_therapist_rows_option() -> None:
+    env = RescueEnv(data=tiny_dataset(), decide_after_therapist=True)
+    assert env.reset(seed=0)[1]["decision_points"] == 5
+
+
+def test_oracle_actions_earn_the_maximum_imitation_reward() -> None:
+    env = RescueEnv(data="demo", reward="imitation", sample_order="sequential")
+    for _ in range(len(env.samples)):
+        env.reset()
+        done = False
+        while not done:
+            gold = env.gold()
+            bits = np.zeros(7, dtype=np.int8)
+            bits[list(gold["recipients"] or [])] = 1
+            strategy = gold["strategy"] if gold["strategy"] is not None else 0
+            _, reward, done, _, info = env.step(
+                {"intervene": int(gold["intervene"]), "target": bits, "strategy": strategy}
+            )
+            best = 1.0 + (info["scored"]["target"] + info["scored"]["strategy"] if gold["intervene"] else 0)
+            assert reward == pytest.approx(best)
+
+
+def test_sequential_order_covers_the_dataset_once() -> None:
+    env = RescueEnv(sample_order="sequential")
+    seen = [env.reset()[1]["sample_id"] for _ in range(len(env.samples))]
+    assert sorted(seen) == sorted(s.sample_id for s in env.samples) and len(set(seen)) == len(seen)
+
+
+def test_reset_options_and_errors() -> None:
+    env = RescueEnv()
+    assert (
+        env.reset(options={"sample_id": "demo_family/001_the_okafors"})[1]["sample_id"] == "demo_family/001_the_okafors"
+    )
+    with pytest.raises(KeyError):
+        env.reset(options={"sample_id": "nope"})
+    with pytest.raises(ValueError, match="unknown mode"):
+        RescueEnv(mode="video")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_participants"):
+        RescueEnv(max_participants=2)
+    with pytest.raises(RuntimeError, match="reset"):
+        RescueEnv().step(action(0, [], "track"))
+
+
+def test_deterministic_given_seed() -> None:
+    def trajectory(seed: int) -> list:
+        env = gym.make("Rescue-v0")
+        env.action_space.seed(seed)
+        observation, info = env.reset(seed=seed)
+        out = [(observation["context"], info)]
+        done = False
+        while not done:
+            observation, reward, done, _, info = env.step(env.action_space.sample())
+            out.append((observation["context"], reward, repr(info)))
+        return out
+
+    assert trajectory(3) == trajectory(3)
+    assert trajectory(3) != trajectory(4)
+
+
+def test_gymnasium_conventions() -> None:
+    env = gym.make("Rescue-v0")
+    check_env(env.unwrapped)
+    assert env.spec.id == "Rescue-v0"
+    text_env = gym.make("Rescue-v0", render_mode="ansi")
+    text_env.reset(seed=0)
+    text_env.step(text_env.action_space.sample())
+    rendered = text_env.render()
+    assert "gold:" in rendered and "chosen:" in rendered and "reward" in rendered
+
+
+def test_no_annotation_in_the_observation() -> None:
+    dataset = load_dataset()
+    env = RescueEnv(data=dataset, mode="audiovisual", context_size=-1)
+    annotations = {e.emotion_description for s in dataset for r in s.rows for e in r.internal_emotion}
+    annotations |= {v.viewpoint for s in dataset for r in s.rows for v in r.viewpoints_attitudes}
+    annotations |= {st.strategy_content for s in dataset for r in s.rows for st in r.support_strategy}
+    for sample in env.samples:
+        for point in env.episode(sample).points:
+            assert not any(a and a in point.context for a in annotations)
+
+
+def test_text_is_normalised_into_the_charset() -> None:
+    text = normalise_text("Caf\u00e9 \u201cquoted\u201d \u2014 it\u2019s \u00e2\x80\x94 ok\u2026\r")
+    assert text == 'Cafe "quoted" - it\'s a?? ok...?'
+    assert set(text) <= CHARSET
+
+
+def test_release_contexts_fit_the_text_space(text_file) -> None:
+    env = RescueEnv(data=str(text_file), mode="audiovisual", context_size=-1)
+    space = env.observation_space["context"]
+    for sample in env.samples:
+        for point in env.episode(sample).points:
+            assert space.contains(point.context)
