@@ -20,8 +20,8 @@ from typing import Any
 
 from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, instance_id
 from benchmarks.metrics import binary_metrics
-from benchmarks.parsing import answer_items
-from benchmarks.prompting import context_size, describe_window, envelope, item_ids, render_rows, window
+from benchmarks.parsing import parse_batch
+from benchmarks.prompting import context_size, describe_window, envelope, render_rows, window
 from rescue_env.data.domain import is_therapist, scenario_of
 from rescue_env.data.schema import Sample
 
@@ -101,26 +101,16 @@ def _decision(value: Any) -> bool | None:
     return None
 
 
+def _parse_item(answer: Mapping[str, Any], instance: Instance) -> tuple[bool | None, str | None, bool]:
+    raw = answer.get("should_speak", answer.get("answer"))
+    decision = _decision(raw)
+    if decision is None:
+        return None, f"invalid_value: {str(raw)[:40]}", False
+    return decision, None, not (isinstance(raw, str) and raw.strip().lower() in ("yes", "no"))
+
+
 def parse(text: str | None, batch: Sequence[Instance]) -> list[Prediction]:
-    ids = item_ids(len(batch))
-    answers, failure = answer_items(text, ids)
-    predictions = []
-    for item_id, instance in zip(ids, batch):
-        if failure is not None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure=failure))
-            continue
-        answer = answers.get(item_id)
-        if answer is None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure="missing_item"))
-            continue
-        raw = answer.get("should_speak", answer.get("answer"))
-        decision = _decision(raw)
-        if decision is None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure=f"invalid_value: {str(raw)[:40]}"))
-        else:
-            normalised = not (isinstance(raw, str) and raw.strip().lower() in ("yes", "no"))
-            predictions.append(Prediction(instance_id=instance.instance_id, value=decision, normalised=normalised))
-    return predictions
+    return parse_batch(text, batch, _parse_item)
 
 
 def score(instance: Instance, prediction: Prediction, extras: Mapping[str, Any] | None = None) -> dict[str, Any]:

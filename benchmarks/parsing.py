@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from benchmarks.base import Instance, Prediction
 from rescue_env.taxonomy import LabelSet, match_label
+
+ItemParser = Callable[[Mapping[str, Any], Instance], tuple[Any, "str | None", bool]]
+"""One answer object (and its instance) -> (value, failure reason or None, normalised)."""
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 
@@ -73,6 +77,25 @@ def answer_items(text: str | None, item_ids: Sequence[str]) -> tuple[dict[str, d
     if len(item_ids) == 1 and not found and len(loose) == 1:
         found[item_ids[0]] = loose[0]
     return found, None
+
+
+def parse_batch(text: str | None, batch: Sequence[Instance], parse_item: ItemParser) -> list[Prediction]:
+    """One ``Prediction`` per instance of a batch answer: the batch's failure (``no_answer``,
+    ``malformed_json``) or ``missing_item`` for every instance it applies to, else ``parse_item``'s verdict."""
+    ids = [str(i) for i in range(1, len(batch) + 1)]
+    answers, failure = answer_items(text, ids)
+    predictions = []
+    for item_id, instance in zip(ids, batch):
+        answer = answers.get(item_id)
+        if failure is not None or answer is None:
+            predictions.append(Prediction(instance_id=instance.instance_id, failure=failure or "missing_item"))
+            continue
+        value, reason, normalised = parse_item(answer, instance)
+        if reason is not None:
+            predictions.append(Prediction(instance_id=instance.instance_id, failure=reason))
+        else:
+            predictions.append(Prediction(instance_id=instance.instance_id, value=value, normalised=normalised))
+    return predictions
 
 
 def match_ranked(

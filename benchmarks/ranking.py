@@ -15,8 +15,7 @@ import numpy as np
 
 from benchmarks.base import Instance, Prediction
 from benchmarks.metrics import gold_ranks, ranking_metrics
-from benchmarks.parsing import answer_items, match_ranked
-from benchmarks.prompting import item_ids
+from benchmarks.parsing import match_ranked, parse_batch
 from rescue_env.data.schema import Scenario
 from rescue_env.taxonomy import LabelSet
 
@@ -50,24 +49,12 @@ def parse_ranked(
     """One prediction per instance: its top-3 choices (out-of-set entries and repeats dropped, a longer list cut
     to 3, a shorter one kept short). Failures: the batch's (``no_answer``, ``malformed_json``), ``missing_item``,
     ``missing_field`` and ``out_of_set: ...`` (no valid choice at all)."""
-    ids = item_ids(len(batch))
-    answers, failure = answer_items(text, ids)
-    predictions = []
-    for item_id, instance in zip(ids, batch):
-        if failure is not None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure=failure))
-            continue
-        answer = answers.get(item_id)
-        if answer is None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure="missing_item"))
-            continue
+
+    def parse_item(answer: Mapping[str, Any], instance: Instance) -> tuple[list[str] | None, str | None, bool]:
         raw = next((answer[key] for key in _RANKING_ALIASES if key in answer), None)
-        ranked, reason, normalised = match_ranked(raw, choices_of(instance), k=TOP_K)
-        if reason is not None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure=reason))
-        else:
-            predictions.append(Prediction(instance_id=instance.instance_id, value=ranked, normalised=normalised))
-    return predictions
+        return match_ranked(raw, choices_of(instance), k=TOP_K)
+
+    return parse_batch(text, batch, parse_item)
 
 
 def score_ranked(instance: Instance, prediction: Prediction, gold_key: str) -> dict[str, Any]:

@@ -47,8 +47,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, instance_id
-from benchmarks.parsing import answer_items
-from benchmarks.prompting import context_size, describe_window, envelope, item_ids, render_row, render_rows, window
+from benchmarks.parsing import parse_batch
+from benchmarks.prompting import context_size, describe_window, envelope, render_row, render_rows, window
 from rescue_env.data.domain import THERAPIST, is_client, participants, scenario_of
 from rescue_env.data.schema import Row, Sample
 
@@ -213,22 +213,7 @@ def parse_answer(answer: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str 
 
 
 def parse(text: str | None, batch: Sequence[Instance]) -> list[Prediction]:
-    ids = item_ids(len(batch))
-    answers, failure = answer_items(text, ids)
-    predictions = []
-    for item_id, instance in zip(ids, batch):
-        if failure is not None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure=failure))
-            continue
-        answer = answers.get(item_id)
-        if answer is None:
-            predictions.append(Prediction(instance_id=instance.instance_id, failure="missing_item"))
-            continue
-        value, reason, normalised = parse_answer(answer)
-        predictions.append(
-            Prediction(instance_id=instance.instance_id, value=value, failure=reason, normalised=normalised)
-        )
-    return predictions
+    return parse_batch(text, batch, lambda answer, _instance: parse_answer(answer))
 
 
 # --------------------------------------------------------------------------------------------------------------------
