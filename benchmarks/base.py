@@ -133,3 +133,18 @@ def even_sample(items: Sequence[T], limit: int, *, single: Literal["middle", "fi
 def instance_id(task: str, sample_id: str, row: int) -> str:
     """Internal instance id (never shown to a model): task, sample and 1-based row."""
     return f"{task}:{sample_id}:r{row + 1}"
+
+
+def new_instance(
+    task: str, sample: Sample, row: int, scenario: Scenario, gold: dict[str, Any], inputs: dict[str, Any] | None = None
+) -> Instance:
+    """The instance of ``task`` at row position ``row`` of ``sample``."""
+    return Instance(
+        task=task,
+        instance_id=instance_id(task, sample.sample_id, row),
+        sample_id=sample.sample_id,
+        scenario=scenario,
+        row=row,
+        inputs=inputs or {},
+        gold=gold,
+    )

@@ -46,9 +46,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, instance_id
+from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, new_instance
 from benchmarks.parsing import parse_batch
-from benchmarks.prompting import context_size, describe_window, envelope, render_row, render_rows, window
+from benchmarks.prompting import context_size, current_row_item, current_row_note, describe_window, envelope
 from rescue_env.data.domain import is_client, scenario_of
 from rescue_env.data.schema import Row, Sample
 
@@ -130,14 +130,8 @@ def build_instances(samples: Sequence[Sample], max_per_sample: int = MAX_PER_SAM
         scenario = scenario_of(sample)
         for position, gold in even_sample(candidates(sample), max_per_sample, single="first"):
             instances.append(
-                Instance(
-                    task=name,
-                    instance_id=instance_id(name, sample.sample_id, position),
-                    sample_id=sample.sample_id,
-                    scenario=scenario,
-                    row=position,
-                    inputs={"speaker": sample.rows[position].primary_speaker.strip()},
-                    gold=gold,
+                new_instance(
+                    name, sample, position, scenario, gold, {"speaker": sample.rows[position].primary_speaker.strip()}
                 )
             )
     return instances
@@ -151,11 +145,7 @@ def build_instances(samples: Sequence[Sample], max_per_sample: int = MAX_PER_SAM
 def render(batch: Sequence[Instance], samples: Mapping[str, Sample], options: PromptOptions) -> list[dict[str, str]]:
     size = context_size(options, default_context)
     scenario = batch[0].scenario
-    context_note = (
-        "Earlier rows are shown only to resolve references; the current row's evidence should dominate."
-        if size != 0
-        else "Only the current row is shown."
-    )
+    context_note = current_row_note(size)
     instructions = (
         "You are evaluating single-person understanding in a therapy session. Each item below shows one CURRENT "
         f"row spoken by a client, preceded by {describe_window(size)} before it. For each item, predict the "
@@ -171,11 +161,7 @@ def render(batch: Sequence[Instance], samples: Mapping[str, Sample], options: Pr
     for instance in batch:
         sample = samples[instance.sample_id]
         speaker = instance.inputs.get("speaker") or sample.rows[instance.row].primary_speaker.strip()
-        parts = []
-        if size != 0:
-            prior = window(instance.row - 1, size)
-            parts.append(f"Earlier rows:\n{render_rows(sample, prior, options.mode)}")
-        parts.append(f"Current row:\n{render_row(sample.rows[instance.row], instance.row, options.mode)}")
+        parts = current_row_item(sample, instance.row, size, options.mode)
         parts.append(
             f"What does {speaker} (the current speaker) feel internally at row {instance.row + 1}, and how intensely?"
         )

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, instance_id
+from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, new_instance
 from benchmarks.metrics import binary_metrics
 from benchmarks.parsing import parse_batch
 from benchmarks.prompting import context_size, describe_window, envelope, render_rows, window
@@ -49,16 +49,7 @@ def build_instances(samples: Sequence[Sample], max_per_class: int = 0) -> list[I
         chosen = [(p, True) for p in even_sample(positives, keep)] + [(n, False) for n in even_sample(negatives, keep)]
         scenario = scenario_of(sample)
         for position, should_speak in sorted(chosen):
-            instances.append(
-                Instance(
-                    task=name,
-                    instance_id=instance_id(name, sample.sample_id, position),
-                    sample_id=sample.sample_id,
-                    scenario=scenario,
-                    row=position,
-                    gold={"should_speak": should_speak},
-                )
-            )
+            instances.append(new_instance(name, sample, position, scenario, {"should_speak": should_speak}))
     return instances
 
 

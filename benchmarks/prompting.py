@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchmarks.base import Mode, PromptOptions
-from rescue_env.data.schema import Scenario
+from rescue_env.data.schema import Sample, Scenario
 from rescue_env.rendering import render_row, render_rows, window  # noqa: F401  (re-exported for the tasks)
 from rescue_env.taxonomy import BOUNDARY_RULES, LabelSet
 
@@ -26,6 +26,20 @@ SCENARIO_SETTING: dict[Scenario, str] = {
     "couple": "a couple-therapy session (two partners and a therapist)",
     "family": "a family-therapy session (several family members and a therapist)",
 }
+
+
+def current_row_note(size: int) -> str:
+    """The ER/VP instruction about context (reference-spec 8.2: the current turn's evidence dominates)."""
+    if size == 0:
+        return "Only the current row is shown."
+    return "Earlier rows are shown only to resolve references; the current row's evidence should dominate."
+
+
+def current_row_item(sample: Sample, row: int, size: int, mode: Mode) -> list[str]:
+    """The ER/VP item body: up to ``size`` earlier rows, then the current row."""
+    parts = [f"Earlier rows:\n{render_rows(sample, window(row - 1, size), mode)}"] if size != 0 else []
+    parts.append(f"Current row:\n{render_row(sample.rows[row], row, mode)}")
+    return parts
 
 
 def context_size(options: PromptOptions, default: int) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.base import Instance, Prediction, PromptOptions, instance_id
+from benchmarks.base import Instance, Prediction, PromptOptions, new_instance
 from benchmarks.metrics import label_metrics
 from benchmarks.prompting import (
     context_size,
@@ -79,14 +79,13 @@ def build_instances(samples: Sequence[Sample], protocol: RelationProtocol = "pap
         scenario = scenario_of(sample)
         for position, label in relation_labels(sample, protocol):
             instances.append(
-                Instance(
-                    task=name,
-                    instance_id=instance_id(name, sample.sample_id, position),
-                    sample_id=sample.sample_id,
-                    scenario=scenario,
-                    row=position,
-                    inputs={"speaker": sample.rows[position].primary_speaker.strip()},
-                    gold={"pattern": label},
+                new_instance(
+                    name,
+                    sample,
+                    position,
+                    scenario,
+                    {"pattern": label},
+                    {"speaker": sample.rows[position].primary_speaker.strip()},
                 )
             )
     return instances

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.base import Instance, Prediction, PromptOptions, instance_id
+from benchmarks.base import Instance, Prediction, PromptOptions, new_instance
 from benchmarks.metrics import label_metrics
 from benchmarks.prompting import (
     SCENARIO_SETTING,
@@ -75,14 +75,13 @@ def build_instances(samples: Sequence[Sample]) -> list[Instance]:
             if support.strategy not in taxonomy:  # App. C: out-of-taxonomy strategies are dropped
                 continue
             instances.append(
-                Instance(
-                    task=name,
-                    instance_id=instance_id(name, sample.sample_id, support.position),
-                    sample_id=sample.sample_id,
-                    scenario=scenario,
-                    row=support.position,
-                    inputs={"target": support.target, "target_members": list(support.members)},
+                new_instance(
+                    name,
+                    sample,
+                    support.position,
+                    scenario,
                     gold={"strategy": support.strategy, "target_source": support.source},
+                    inputs={"target": support.target, "target_members": list(support.members)},
                 )
             )
     return instances

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from benchmarks.base import Instance, Prediction, PromptOptions, instance_id
+from benchmarks.base import Instance, Prediction, PromptOptions, new_instance
 from benchmarks.prompting import SCENARIO_SETTING, context_size, describe_window, envelope, render_rows, window
 from benchmarks.ranking import (
     RANKING_KEY,
@@ -114,14 +114,13 @@ def build_instances(samples: Sequence[Sample]) -> list[Instance]:
         for support in support_rows(sample):
             candidates = base if support.target in base else [*base, support.target]
             instances.append(
-                Instance(
-                    task=name,
-                    instance_id=instance_id(name, sample.sample_id, support.position),
-                    sample_id=sample.sample_id,
-                    scenario=scenario,
-                    row=support.position,
-                    inputs={"candidates": list(candidates)},
+                new_instance(
+                    name,
+                    sample,
+                    support.position,
+                    scenario,
                     gold={"target": support.target, "members": list(support.members), "source": support.source},
+                    inputs={"candidates": list(candidates)},
                 )
             )
     return instances

@@ -46,9 +46,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, instance_id
+from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, new_instance
 from benchmarks.parsing import parse_batch
-from benchmarks.prompting import context_size, describe_window, envelope, render_row, render_rows, window
+from benchmarks.prompting import context_size, current_row_item, current_row_note, describe_window, envelope
 from rescue_env.data.domain import THERAPIST, is_client, participants, scenario_of
 from rescue_env.data.schema import Row, Sample
 
@@ -106,14 +106,13 @@ def build_instances(samples: Sequence[Sample], max_per_sample: int = MAX_PER_SAM
         for position, gold in even_sample(candidates(sample), max_per_sample, single="first"):
             speaker = sample.rows[position].primary_speaker.strip()
             instances.append(
-                Instance(
-                    task=name,
-                    instance_id=instance_id(name, sample.sample_id, position),
-                    sample_id=sample.sample_id,
-                    scenario=scenario,
-                    row=position,
-                    inputs={"speaker": speaker, "people": people(sample, speaker)},
-                    gold={"viewpoints": gold},
+                new_instance(
+                    name,
+                    sample,
+                    position,
+                    scenario,
+                    {"viewpoints": gold},
+                    {"speaker": speaker, "people": people(sample, speaker)},
                 )
             )
     return instances
@@ -127,11 +126,7 @@ def build_instances(samples: Sequence[Sample], max_per_sample: int = MAX_PER_SAM
 def render(batch: Sequence[Instance], samples: Mapping[str, Sample], options: PromptOptions) -> list[dict[str, str]]:
     size = context_size(options, default_context)
     scenario = batch[0].scenario
-    context_note = (
-        "Earlier rows are shown only to resolve references; the current row's evidence should dominate."
-        if size != 0
-        else "Only the current row is shown."
-    )
+    context_note = current_row_note(size)
     instructions = (
         "You are evaluating viewpoint understanding in a therapy session. Each item below shows one CURRENT row "
         f"spoken by a client, preceded by {describe_window(size)} before it. For each item, identify the "
@@ -151,11 +146,7 @@ def render(batch: Sequence[Instance], samples: Mapping[str, Sample], options: Pr
         sample = samples[instance.sample_id]
         speaker = instance.inputs.get("speaker") or sample.rows[instance.row].primary_speaker.strip()
         names = instance.inputs.get("people") or people(sample, speaker)
-        parts = []
-        if size != 0:
-            prior = window(instance.row - 1, size)
-            parts.append(f"Earlier rows:\n{render_rows(sample, prior, options.mode)}")
-        parts.append(f"Current row:\n{render_row(sample.rows[instance.row], instance.row, options.mode)}")
+        parts = current_row_item(sample, instance.row, size, options.mode)
         parts.append(f"People {speaker}'s viewpoints can be about: {', '.join(names)}")
         parts.append(
             f"Which viewpoints does {speaker} (the current speaker) hold about others at row {instance.row + 1}?"
