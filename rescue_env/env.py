@@ -28,7 +28,7 @@ from rescue_env.data.domain import (
 from rescue_env.data.schema import SCENARIOS, Scenario
 from rescue_env.rendering import MODES, Mode, render_rows, window
 from rescue_env.reward import PRESETS, Preset, RewardConfig, components, discounted_return, total
-from rescue_env.taxonomy import ALL_RELATION_PATTERN_KEYS, ALL_STRATEGY_KEYS, relation_patterns, strategies
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS, relation_patterns, strategies
 
 CHARSET = frozenset(string.printable) - frozenset("\x0b\x0c\r")
 """Characters of the ``context`` observation: printable ASCII, tab and newline."""
@@ -168,6 +168,7 @@ class RescueEnv(gym.Env):
         self._presets = {name: RewardConfig.preset(name, **self._constants()) for name in PRESETS}
         self._episodes: dict[str, Episode] = {}
         self.samples = [s for s in self.dataset.samples if self._decision_rows(s)]
+        self._playable = {s.sample_id for s in self.samples}
         if not self.samples:
             raise ValueError(f"{self.dataset.source}: no conversation has a decision point")
         too_many = [s.sample_id for s in self.samples if len(participants(s)) > max_participants]
@@ -295,6 +296,10 @@ class RescueEnv(gym.Env):
         }
 
     def _point(self) -> DecisionPoint:
+        if self._episode is None:
+            raise RuntimeError("call reset() first")
+        if self._step >= len(self._episode.points):
+            raise RuntimeError("the episode has ended; call reset()")
         return self._episode.points[self._step]
 
     def action_masks(self) -> dict[str, np.ndarray]:
@@ -307,10 +312,12 @@ class RescueEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        if seed is not None:
+            self._next_sequential = 0  # a seeded reset restarts the sequential order too
         options = options or {}
         if "sample_id" in options:
             sample = self.dataset.get(options["sample_id"])
-            if sample not in self.samples:
+            if sample.sample_id not in self._playable:
                 raise ValueError(f"sample {options['sample_id']!r} has no decision point")
         elif self.sample_order == "sequential":
             sample = self.samples[self._next_sequential % len(self.samples)]
@@ -333,8 +340,14 @@ class RescueEnv(gym.Env):
     def _decode(self, action: dict[str, Any]) -> tuple[bool, frozenset[int], int, list[str]]:
         n = len(self._episode.participants)
         invalid = []
-        intervene = bool(int(np.asarray(action["intervene"]).item()))
-        bits = np.asarray(action["target"]).astype(bool).ravel()
+        try:
+            intervene = bool(int(np.asarray(action["intervene"]).item()))
+            bits = np.asarray(action["target"]).astype(bool).ravel()
+            strategy = int(np.asarray(action["strategy"]).item())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"action must be a dict with intervene, target and strategy: {exc}") from None
+        if bits.size != self.max_participants + 1 or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
+            raise ValueError(f"action outside the action space: {action!r}")
         if bits[n : self.max_participants].any():
             invalid.append("target: absent participant slot")
         recipients = (
@@ -347,10 +360,6 @@ class RescueEnv(gym.Env):
         return intervene, recipients, strategy, invalid
 
     def step(self, action: dict[str, Any]):
-        if self._episode is None:
-            raise RuntimeError("call reset() before step()")
-        if self._step >= len(self._episode.points):
-            raise RuntimeError("the episode has ended; call reset()")
         point = self._point()
         intervene, recipients, strategy, invalid = self._decode(action)
         parts = components(
@@ -465,4 +474,4 @@ def _describe(choice: dict[str, Any]) -> str:
     return f"intervene -> {target} with {choice['strategy'] or '?'}"
 
 
-__all__ = ["CHARSET", "RescueEnv", "normalise_text", "ALL_RELATION_PATTERN_KEYS"]
+__all__ = ["CHARSET", "DecisionPoint", "Episode", "RescueEnv", "normalise_text"]

@@ -154,6 +154,29 @@ def test_reset_options_and_errors() -> None:
         RescueEnv(max_participants=2)
     with pytest.raises(RuntimeError, match="reset"):
         RescueEnv().step(action(0, [], "track"))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="outside the action space"):
+        env.step({"intervene": 1, "target": np.zeros(3), "strategy": 0})
+    with pytest.raises(ValueError, match="outside the action space"):
+        env.step({"intervene": 1, "target": np.zeros(7), "strategy": 11})
+    with pytest.raises(ValueError, match="must be a dict"):
+        env.step({"intervene": 1})
+
+
+def test_seeded_reset_restarts_the_sequential_order() -> None:
+    env = RescueEnv(sample_order="sequential")
+    first = env.reset(seed=0)[1]["sample_id"]
+    env.reset()
+    assert env.reset(seed=0)[1]["sample_id"] == first
+
+
+def test_privileged_accessors_after_the_end() -> None:
+    env = RescueEnv(data=tiny_dataset())
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(action(0, [], "track"))
+    with pytest.raises(RuntimeError, match="ended"):
+        env.gold()
 
 
 def test_deterministic_given_seed() -> None:
