@@ -13,6 +13,8 @@ def _register_environments() -> None:
 
     if "Rescue-v0" not in registry:
         register(id="Rescue-v0", entry_point="rescue_env.env:RescueEnv")
+    if "RescueFlat-v0" not in registry:
+        register(id="RescueFlat-v0", entry_point="rescue_env.wrappers:make_flat_env")
 
 
 _register_environments()

