@@ -1,3 +1,67 @@
-"""Non-LLM policies for rescue-env: random, majority, heuristic and oracle baselines, and RL policies trained
-with stable-baselines3 on the flat environment variant. LLM agents live in ``agents``.
+"""Non-LLM policies for ``Rescue-v0``: random, majority, heuristic and oracle baselines, and constant reference
+policies. LLM agents live in ``agents``.
+
+Every policy follows ``policies.base.Policy``: ``reset(seed)`` at the start of an episode, ``act(observation,
+env)`` returning RescueEnv's ``Dict`` action. ``make_policy(name, env, seed)`` builds one by registry name.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from policies.base import Policy, make_action
+from policies.heuristic import HeuristicPolicy
+from policies.reference import (
+    AlwaysInterveneEveryone,
+    AlwaysMostDistressed,
+    GroupGreedyPolicy,
+    MajorityPolicy,
+    NeverIntervene,
+    OraclePolicy,
+    RandomPolicy,
+)
+
+if TYPE_CHECKING:
+    from rescue_env.env import RescueEnv
+
+POLICIES: dict[str, type] = {
+    "random": RandomPolicy,
+    "majority": MajorityPolicy,
+    "heuristic": HeuristicPolicy,
+    "oracle": OraclePolicy,
+    "always-everyone": AlwaysInterveneEveryone,
+    "never": NeverIntervene,
+    "most-distressed": AlwaysMostDistressed,
+    "group-greedy": GroupGreedyPolicy,
+}
+"""Registry name -> policy class (each has ``from_env(env, seed)``)."""
+
+PRIVILEGED = frozenset({"oracle", "most-distressed", "group-greedy"})
+"""Policies that read ``env.gold()`` or ``env.state()``: references, not agents."""
+CONSTANT = ("always-everyone", "never", "most-distressed")
+"""The constant reference policies (the same decision at every step) that no preset may favour."""
+
+
+def make_policy(name: str, env: RescueEnv, seed: int | None = 0) -> Policy:
+    """The policy ``name`` for ``env`` (``majority`` is fitted on the env's conversations)."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+    return POLICIES[name].from_env(getattr(env, "unwrapped", env), seed)
+
+
+__all__ = [
+    "CONSTANT",
+    "POLICIES",
+    "PRIVILEGED",
+    "AlwaysInterveneEveryone",
+    "AlwaysMostDistressed",
+    "GroupGreedyPolicy",
+    "HeuristicPolicy",
+    "MajorityPolicy",
+    "NeverIntervene",
+    "OraclePolicy",
+    "Policy",
+    "RandomPolicy",
+    "make_action",
+    "make_policy",
+]

@@ -5,6 +5,7 @@
     rescue-bench data synth N --output FILE
     rescue-bench tasks list | count [PATH] [--json]
     rescue-bench evaluate --tasks itp,rpp,... --agent NAME [--model M] [--judge-model J] --output runs/NAME
+    rescue-bench rollout --policy NAME [--data PATH] [--reward PRESET] [--episodes N] [--json] [--render N]
 
 PATH is the release JSONL, a directory of per-sample JSON files, or ``demo`` (the default: the embedded demo
 data). Data errors are reported as one line each, never as a traceback; exit code 1 means problems were found,
@@ -90,7 +91,45 @@ def build_parser() -> argparse.ArgumentParser:
     count.set_defaults(handler=_cmd_tasks_count)
 
     _add_evaluate(commands)
+    _add_rollout(commands)
     return parser
+
+
+def _add_rollout(commands: argparse._SubParsersAction) -> None:
+    from policies import POLICIES, PRIVILEGED
+    from rescue_env.reward import PRESETS
+
+    rollout = commands.add_parser(
+        "rollout",
+        help="play a reference policy through the Rescue-v0 environment and report timing, target, strategy, returns",
+        description="Roll a non-LLM policy through Rescue-v0 (every conversation once by default, in dataset order) "
+        "and print timing P/R/F1 and accuracy, target exact match and Jaccard, strategy accuracy and the mean "
+        "return under every reward preset, per scenario and pooled. Privileged reference policies (which read "
+        f"the gold or the annotated state): {', '.join(sorted(PRIVILEGED))}.",
+        epilog="examples:\n"
+        "  rescue-bench rollout --policy heuristic\n"
+        "  rescue-bench rollout --policy oracle --data benchmark_191.jsonl --reward imitation --json\n"
+        "  rescue-bench rollout --policy random --episodes 3 --seed 1 --render 5",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rollout.add_argument("--policy", required=True, choices=list(POLICIES), metavar="NAME", help=", ".join(POLICIES))
+    rollout.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
+    rollout.add_argument(
+        "--reward", choices=list(PRESETS), default="combined", help="reward preset of the env (default: combined)"
+    )
+    rollout.add_argument(
+        "--episodes", type=int, default=None, metavar="N", help="play N episodes (default: every conversation once)"
+    )
+    rollout.add_argument("--seed", type=int, default=0, help="seeds the env and the policy (default 0)")
+    rollout.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    rollout.add_argument(
+        "--render",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the text render of the first N steps (to stderr with --json)",
+    )
+    rollout.set_defaults(handler=_cmd_rollout)
 
 
 def _add_evaluate(commands: argparse._SubParsersAction) -> None:
@@ -313,6 +352,47 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if failures:
         print(f"failed answers (scored wrong): {failures}")
     print(f"results: {output}/results.md, results.json, results.csv, predictions.jsonl")
+    return 0
+
+
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    from rescue_env.env import RescueEnv
+    from rescue_env.evaluation import evaluate_policy, format_report
+
+    if args.episodes is not None and args.episodes < 1:
+        print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
+        return 2
+    if args.render < 0:
+        print(f"error: --render must be >= 0, got {args.render}", file=sys.stderr)
+        return 2
+    dataset = load_dataset(args.data)
+    _report_problems(dataset)
+    try:
+        env = RescueEnv(
+            dataset,
+            reward=args.reward,
+            sample_order="sequential",
+            render_mode="ansi" if args.render else None,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rendered = 0
+    out = sys.stderr if args.json else sys.stdout
+
+    def show(env: RescueEnv, info: dict) -> None:
+        nonlocal rendered
+        if rendered < args.render:
+            print(env.render(), end="", file=out)
+            rendered += 1
+
+    report = evaluate_policy(args.policy, env, episodes=args.episodes, seed=args.seed, on_step=show)
+    if args.json:
+        print(report.to_json())
+    else:
+        if rendered:
+            print()
+        print(format_report(report))
     return 0
 
 

@@ -56,7 +56,7 @@ class RewardConfig(BaseModel):
     strategy: float = 1.0
     group: float = 1.0
     lam: float = Field(1.0, description="lambda: weight of the most distressed participant's unmet need")
-    kappa: float = Field(0.3, description="cost of intervening (interrupting the clients' exchange)")
+    kappa: float = Field(0.65, description="cost of intervening (interrupting the clients' exchange)")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="discount of the reported episode return")
     max_age: int | None = Field(None, ge=0, description="rows after which an annotation stops counting")
     utility: Utility | None = Field(None, exclude=True, description="U(d, G, rho); default mean(1 - d)")
