@@ -27,7 +27,16 @@ from rescue_env.data.domain import (
 )
 from rescue_env.data.schema import SCENARIOS, Scenario
 from rescue_env.rendering import MODES, Mode, render_rows, window
-from rescue_env.reward import PRESETS, Preset, RewardConfig, components, discounted_return, total
+from rescue_env.reward import (
+    PRESETS,
+    GroupState,
+    Preset,
+    RewardConfig,
+    components,
+    discounted_return,
+    group_state,
+    total,
+)
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS, relation_patterns, strategies
 
 CHARSET = frozenset(string.printable) - frozenset("\x0b\x0c\r")
@@ -66,6 +75,10 @@ class DecisionPoint:
     distress: np.ndarray
     viewpoints: dict[str, dict[str, str]]
     pattern: str | None
+    group: GroupState
+    position: np.ndarray
+    gold_info: dict[str, Any]
+    state_info: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,12 @@ class Episode:
     participants: tuple[str, ...]
     rows: int
     points: tuple[DecisionPoint, ...]
+    present: np.ndarray
+    target_mask: np.ndarray
+    strategy_mask: np.ndarray
+    valid_strategies: frozenset[int]
+    scenario_index: int
+    everyone: frozenset[int]
 
 
 class RescueEnv(gym.Env):
@@ -201,8 +220,8 @@ class RescueEnv(gym.Env):
         self._step = 0
         self._next_sequential = 0
         self._rewards: list[float] = []
-        self._preset_returns: dict[str, float] = {}
-        self._last: dict[str, Any] | None = None
+        self._component_sums: dict[str, float] = {}
+        self._last: tuple[DecisionPoint, dict[str, Any], float] | None = None
 
     # ----- episodes ---------------------------------------------------------------------------------------
 
@@ -237,8 +256,9 @@ class RescueEnv(gym.Env):
         )
         budget = max(0, self.max_chars - len(header))
         labels = relation_patterns(scenario)
+        decision_rows = self._decision_rows(sample)
         points = []
-        for row in self._decision_rows(sample):
+        for step, row in enumerate(decision_rows):
             rows_text = normalise_text(render_rows(sample, window(row, self.context_size), self.mode))
             following = sample.rows[row + 1]
             gold_intervene = is_therapist(following)
@@ -257,6 +277,8 @@ class RescueEnv(gym.Env):
                 if label in labels:
                     pattern = label
                     break
+            viewpoints = {p: dict(states[p].viewpoints) for p in people if states[p].viewpoints}
+            position = np.array([row / max(1, len(sample.rows) - 1), step / max(1, len(decision_rows) - 1)])
             points.append(
                 DecisionPoint(
                     row=row,
@@ -266,11 +288,38 @@ class RescueEnv(gym.Env):
                     gold_recipients=gold_recipients,
                     gold_strategy=gold_strategy,
                     distress=distress,
-                    viewpoints={p: dict(states[p].viewpoints) for p in people if states[p].viewpoints},
+                    viewpoints=viewpoints,
                     pattern=pattern,
+                    group=group_state(distress, self.reward_config, viewpoints, pattern),
+                    position=np.clip(position, 0.0, 1.0).astype(np.float32),
+                    gold_info={
+                        "intervene": gold_intervene,
+                        "target": None if gold_recipients is None else [people[i] for i in sorted(gold_recipients)],
+                        "strategy": None if gold_strategy is None else ALL_STRATEGY_KEYS[gold_strategy],
+                    },
+                    state_info={
+                        "distress": dict(zip(people, distress.tolist())),
+                        "viewpoints": viewpoints,
+                        "pattern": pattern,
+                    },
                 )
             )
-        episode = Episode(sample.sample_id, scenario, people, len(sample.rows), tuple(points))
+        present = np.zeros(self.max_participants, dtype=np.int8)
+        present[: len(people)] = 1
+        valid = frozenset(i for i, key in enumerate(ALL_STRATEGY_KEYS) if key in taxonomy)
+        episode = Episode(
+            sample.sample_id,
+            scenario,
+            people,
+            len(sample.rows),
+            tuple(points),
+            present=present,
+            target_mask=np.append(present, 1).astype(np.int8),
+            strategy_mask=np.array([i in valid for i in range(len(ALL_STRATEGY_KEYS))], dtype=np.int8),
+            valid_strategies=valid,
+            scenario_index=SCENARIOS.index(scenario),
+            everyone=frozenset(range(len(people))),
+        )
         self._episodes[sample.sample_id] = episode
         return episode
 
@@ -278,21 +327,15 @@ class RescueEnv(gym.Env):
 
     def _observation(self) -> dict[str, Any]:
         episode, point = self._episode, self._point()
-        n = len(episode.participants)
-        present = np.zeros(self.max_participants, dtype=np.int8)
-        present[:n] = 1
-        strategy_mask = np.array([key in strategies(episode.scenario) for key in ALL_STRATEGY_KEYS], dtype=np.int8)
-        position = np.array(
-            [point.row / max(1, episode.rows - 1), self._step / max(1, len(episode.points) - 1)], dtype=np.float32
-        )
+        # Fresh arrays each step: a learner may keep or modify them.
         return {
             "context": point.context,
-            "scenario": SCENARIOS.index(episode.scenario),
-            "participants": present,
+            "scenario": episode.scenario_index,
+            "participants": episode.present.copy(),
             "last_speaker": point.last_speaker,
-            "position": np.clip(position, 0.0, 1.0),
-            "target_mask": np.append(present, 1).astype(np.int8),
-            "strategy_mask": strategy_mask,
+            "position": point.position.copy(),
+            "target_mask": episode.target_mask.copy(),
+            "strategy_mask": episode.strategy_mask.copy(),
         }
 
     def _point(self) -> DecisionPoint:
@@ -304,11 +347,8 @@ class RescueEnv(gym.Env):
 
     def action_masks(self) -> dict[str, np.ndarray]:
         """Valid target bits and strategies at the current step (for masking learners)."""
-        observation = self._observation()
-        return {
-            "target": observation["target_mask"].astype(bool),
-            "strategy": observation["strategy_mask"].astype(bool),
-        }
+        self._point()
+        return {"target": self._episode.target_mask.astype(bool), "strategy": self._episode.strategy_mask.astype(bool)}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -327,7 +367,7 @@ class RescueEnv(gym.Env):
         self._episode = self.episode(sample)
         self._step = 0
         self._rewards = []
-        self._preset_returns = {name: 0.0 for name in PRESETS}
+        self._component_sums = {"timing": 0.0, "target": 0.0, "strategy": 0.0, "group": 0.0}
         self._last = None
         info = {
             "sample_id": sample.sample_id,
@@ -338,23 +378,23 @@ class RescueEnv(gym.Env):
         return self._observation(), info
 
     def _decode(self, action: dict[str, Any]) -> tuple[bool, frozenset[int], int, list[str]]:
-        n = len(self._episode.participants)
-        invalid = []
+        episode = self._episode
+        n, slots = len(episode.participants), self.max_participants
         try:
-            intervene = bool(int(np.asarray(action["intervene"]).item()))
-            bits = np.asarray(action["target"]).astype(bool).ravel()
-            strategy = int(np.asarray(action["strategy"]).item())
+            intervene = bool(int(action["intervene"]))
+            bits = action["target"]
+            bits = bits.ravel() if isinstance(bits, np.ndarray) else np.asarray(bits).ravel()
+            strategy = int(action["strategy"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"action must be a dict with intervene, target and strategy: {exc}") from None
-        if bits.size != self.max_participants + 1 or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
+        if bits.size != slots + 1 or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
             raise ValueError(f"action outside the action space: {action!r}")
-        if bits[n : self.max_participants].any():
+        flags = bits.tolist()
+        invalid = []
+        if any(flags[n:slots]):
             invalid.append("target: absent participant slot")
-        recipients = (
-            frozenset(range(n)) if bits[self.max_participants] else frozenset(np.flatnonzero(bits[:n]).tolist())
-        )
-        strategy = int(np.asarray(action["strategy"]).item())
-        if ALL_STRATEGY_KEYS[strategy] not in strategies(self._episode.scenario):
+        recipients = episode.everyone if flags[slots] else frozenset(i for i in range(n) if flags[i])
+        if strategy not in episode.valid_strategies:
             invalid.append("strategy: outside the scenario's taxonomy")
             strategy = -1
         return intervene, recipients, strategy, invalid
@@ -369,49 +409,51 @@ class RescueEnv(gym.Env):
             gold_intervene=point.gold_intervene,
             gold_recipients=point.gold_recipients,
             gold_strategy=point.gold_strategy,
-            distress=point.distress,
+            state=point.group,
             config=self.reward_config,
-            viewpoints=point.viewpoints,
-            pattern=point.pattern,
         )
         reward = total(parts, self.reward_config)
         self._rewards.append(reward)
-        for name, config in self._presets.items():
-            self._preset_returns[name] += total(parts, config)
-        people = self._episode.participants
+        sums = self._component_sums
+        sums["timing"] += parts["timing"]
+        sums["group"] += parts["group"]
+        if parts["target"] is not None:
+            sums["target"] += parts["target"]
+        if parts["strategy"] is not None:
+            sums["strategy"] += parts["strategy"]
+        episode = self._episode
+        people = episode.participants
         info: dict[str, Any] = {
-            "sample_id": self._episode.sample_id,
-            "scenario": self._episode.scenario,
+            "sample_id": episode.sample_id,
+            "scenario": episode.scenario,
             "row": point.row + 1,
             "decision": self._step,
             "components": parts,
-            "scored": {k: v is not None for k, v in parts.items()},
-            "gold": {
-                "intervene": point.gold_intervene,
-                "target": None if point.gold_recipients is None else [people[i] for i in sorted(point.gold_recipients)],
-                "strategy": None if point.gold_strategy is None else ALL_STRATEGY_KEYS[point.gold_strategy],
+            "scored": {
+                "timing": True,
+                "target": parts["target"] is not None,
+                "strategy": parts["strategy"] is not None,
+                "group": True,
             },
+            "gold": point.gold_info,
             "chosen": {
                 "intervene": intervene,
                 "target": [people[i] for i in sorted(recipients)],
                 "strategy": ALL_STRATEGY_KEYS[strategy] if strategy >= 0 else None,
             },
-            "state": {
-                "distress": dict(zip(people, point.distress.tolist())),
-                "viewpoints": point.viewpoints,
-                "pattern": point.pattern,
-            },
+            "state": point.state_info,
             "invalid": invalid,
         }
-        self._last = {"point": point, "info": info, "reward": reward}
+        self._last = (point, info, reward)
         self._step += 1
-        terminated = self._step >= len(self._episode.points)
+        terminated = self._step >= len(episode.points)
         if terminated:
             info["episode"] = {
                 "return": float(sum(self._rewards)),
                 "discounted_return": discounted_return(self._rewards, self.reward_config.gamma),
                 "length": len(self._rewards),
-                "returns_by_preset": dict(self._preset_returns),
+                # Returns are linear in the components, so every preset's follows from their sums.
+                "returns_by_preset": {name: total(sums, config) for name, config in self._presets.items()},
             }
             observation = self._observation_at_end()
         else:
@@ -457,13 +499,13 @@ class RescueEnv(gym.Env):
             if self._episode is None:
                 return ""
             return f"{self._episode.sample_id} ({self._episode.scenario}), {len(self._episode.points)} decisions\n"
-        info = self._last["info"]
-        tail = "\n".join(self._last["point"].context.splitlines()[-3:])
+        point, info, reward = self._last
+        tail = "\n".join(point.context.splitlines()[-3:])
         parts = ", ".join(f"{k}={v:.2f}" for k, v in info["components"].items() if v is not None)
         return (
             f"--- {info['sample_id']} decision {info['decision'] + 1} after row {info['row']}\n{tail}\n"
             f"gold:   {_describe(info['gold'])}\nchosen: {_describe(info['chosen'])}\n"
-            f"reward {self._last['reward']:.3f} ({parts})\n"
+            f"reward {reward:.3f} ({parts})\n"
         )
 
 

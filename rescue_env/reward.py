@@ -29,6 +29,7 @@ environment at the end of an episode.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -78,31 +79,41 @@ def jaccard(chosen: frozenset[int], gold: frozenset[int]) -> float:
     return len(chosen & gold) / len(union) if union else 1.0
 
 
-def support_shares(intervene: bool, recipients: frozenset[int], n: int) -> np.ndarray:
-    """w_i: 1/|A| for each recipient when intervening, else 0 (``recipients`` already expanded from the group
-    slot to every participant)."""
-    shares = np.zeros(n)
-    if intervene and recipients:
-        shares[list(recipients)] = 1.0 / len(recipients)
-    return shares
+@dataclass(frozen=True)
+class GroupState:
+    """What the group objective needs of the annotated state at a step, computed once per decision point.
+
+    ``most_distressed`` is the set of participants tied at the largest distress ``d_max``; ``utility`` is U(s, G).
+    """
+
+    distress: tuple[float, ...]
+    utility: float
+    d_max: float
+    most_distressed: frozenset[int]
 
 
-def group_objective(
-    distress: np.ndarray,
-    shares: np.ndarray,
-    intervene: bool,
+def group_state(
+    distress: Sequence[float],
     config: RewardConfig,
     viewpoints: Mapping[str, Mapping[str, str]] | None = None,
     pattern: str | None = None,
-) -> float:
-    """U(s, G) - lambda * max over the most distressed of d_i (1 - w_i) - kappa * z."""
-    utility = (config.utility or mean_wellbeing)(distress, viewpoints or {}, pattern)
-    if distress.size:
-        most = np.flatnonzero(distress == distress.max())
-        unmet = float(np.max(distress[most] * (1.0 - shares[most])))
-    else:
-        unmet = 0.0
-    return utility - config.lam * unmet - config.kappa * float(intervene)
+) -> GroupState:
+    values = np.asarray(distress, dtype=np.float64)
+    utility = (config.utility or mean_wellbeing)(values, viewpoints or {}, pattern)
+    d_max = float(values.max()) if values.size else 0.0
+    most = frozenset(np.flatnonzero(values == d_max).tolist()) if values.size else frozenset()
+    return GroupState(tuple(values.tolist()), float(utility), d_max, most)
+
+
+def group_objective(state: GroupState, intervene: bool, recipients: frozenset[int], config: RewardConfig) -> float:
+    """U(s, G) - lambda * max over the most distressed of d_i (1 - w_i) - kappa * z.
+
+    All of the most distressed share d_max, so the max is d_max (1 - min w_i): their need is met (in part) only
+    when every one of them is among the recipients, each receiving 1/|A|.
+    """
+    covered = intervene and bool(recipients) and state.most_distressed <= recipients
+    unmet = state.d_max * (1.0 - (1.0 / len(recipients) if covered else 0.0))
+    return state.utility - config.lam * unmet - config.kappa * float(intervene)
 
 
 def components(
@@ -113,25 +124,27 @@ def components(
     gold_intervene: bool,
     gold_recipients: frozenset[int] | None,
     gold_strategy: int | None,
-    distress: np.ndarray,
+    state: GroupState,
     config: RewardConfig,
-    viewpoints: Mapping[str, Mapping[str, str]] | None = None,
-    pattern: str | None = None,
 ) -> dict[str, float | None]:
     """Every component of one step (None = not scored at this step)."""
     both = intervene and gold_intervene
-    shares = support_shares(intervene, recipients, distress.size)
     return {
         "timing": float(intervene == gold_intervene),
         "target": jaccard(recipients, gold_recipients) if both and gold_recipients is not None else None,
         "strategy": float(strategy == gold_strategy) if both and gold_strategy is not None else None,
-        "group": group_objective(distress, shares, intervene, config, viewpoints, pattern),
+        "group": group_objective(state, intervene, recipients, config),
     }
 
 
 def total(parts: Mapping[str, float | None], config: RewardConfig) -> float:
     """The weighted step reward; unscored components count 0."""
-    return sum(getattr(config, key) * (value or 0.0) for key, value in parts.items())
+    return (
+        config.timing * (parts["timing"] or 0.0)
+        + config.target * (parts["target"] or 0.0)
+        + config.strategy * (parts["strategy"] or 0.0)
+        + config.group * (parts["group"] or 0.0)
+    )
 
 
 def discounted_return(rewards: Sequence[float], gamma: float) -> float:

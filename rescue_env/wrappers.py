@@ -40,7 +40,8 @@ class LRUCache(Generic[K, V]):
         self._data: OrderedDict[K, V] = OrderedDict()
         self.hits = self.misses = 0
 
-    def get_or_compute(self, key: K, compute: Callable[[K], V]) -> V:
+    def get_or_compute(self, key: K, compute: Callable[..., V], *args: Any) -> V:
+        """The cached value of ``key``, else ``compute(key, *args)`` (stored)."""
         data = self._data
         value = data.get(key)
         if value is not None:
@@ -48,7 +49,7 @@ class LRUCache(Generic[K, V]):
             data.move_to_end(key)
             return value
         self.misses += 1
-        value = compute(key)
+        value = compute(key, *args)
         data[key] = value
         if 0 < self.maxsize < len(data):
             data.popitem(last=False)
@@ -343,25 +344,25 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
 
     def observation(self, observation: dict[str, Any]) -> np.ndarray:
         # Everything but ``position`` is the same at every visit of a decision point: cache the vector per
-        # observation (its fields, not any env state) and only write the position in.
+        # observation and only write the position in. The masks and slots follow from the context's header, the
+        # scenario and the number of participants, so those make the key.
         key = (
             observation["context"],
             int(observation["last_speaker"]),
             int(observation["scenario"]),
-            np.asarray(observation["participants"], dtype=np.int8).tobytes(),
-            np.asarray(observation["target_mask"], dtype=np.int8).tobytes(),
-            np.asarray(observation["strategy_mask"], dtype=np.int8).tobytes(),
+            int(np.count_nonzero(observation["participants"])),
         )
-        features = self._points.get_or_compute(key, self._compute_point).copy()
-        row, decision = np.asarray(observation["position"], dtype=np.float64).ravel()[:2]
+        features = self._points.get_or_compute(key, self._compute_point, observation).copy()
+        position = observation["position"]
+        row, decision = float(position[0]), float(position[1])
         start = self._position
         # Clipped into the Box whatever the input (the env already clips; NaN would become 0).
         features[start] = min(1.0, max(0.0, row)) if row == row else 0.0
         features[start + 1] = min(1.0, max(0.0, decision)) if decision == decision else 0.0
         return features
 
-    def _compute_point(self, key: tuple[str, int, int, bytes, bytes, bytes]) -> np.ndarray:
-        context_text, last_speaker, scenario, present, target_mask, strategy_mask = key
+    def _compute_point(self, key: tuple[str, int, int, int], observation: dict[str, Any]) -> np.ndarray:
+        context_text, last_speaker, scenario, _ = key
         context = self.context_features(context_text)
         bow_turns = self.feature_slices["last_speaker"].start
         pieces = [
@@ -369,9 +370,9 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             self._speaker_eye[last_speaker],
             self._scenario_eye[scenario],
             np.zeros(2, dtype=np.float32),  # position, written per step
-            np.frombuffer(present, dtype=np.int8).astype(np.float32),
-            np.frombuffer(target_mask, dtype=np.int8).astype(np.float32),
-            np.frombuffer(strategy_mask, dtype=np.int8).astype(np.float32),
+            np.asarray(observation["participants"], dtype=np.float32).ravel(),
+            np.asarray(observation["target_mask"], dtype=np.float32).ravel(),
+            np.asarray(observation["strategy_mask"], dtype=np.float32).ravel(),
         ]
         if self.embeddings:
             pieces.append(context[bow_turns:])

@@ -28,7 +28,7 @@ import numpy as np
 from policies import CONSTANT, make_policy
 from rescue_env.env import RescueEnv
 from rescue_env.evaluation import SCOPES, table
-from rescue_env.reward import PRESETS, RewardConfig, group_objective, mean_wellbeing, support_shares
+from rescue_env.reward import PRESETS, RewardConfig, group_objective, group_state, mean_wellbeing
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"
 POLICIES = ("oracle", "heuristic", "majority", "random", "always-everyone", "never", "most-distressed", "group-greedy")
@@ -67,7 +67,7 @@ def rollout(name: str, env: RescueEnv, seed: int = 0) -> Sums:
             observation, _, terminated, _, info = env.step(policy.act(observation, env))
             z = bool(info["chosen"]["intervene"])
             recipients = frozenset(people.index(p) for p in info["chosen"]["target"])
-            unmet = -group_objective(distress, support_shares(z, recipients, distress.size), z, _UNMET)
+            unmet = -group_objective(group_state(distress, _UNMET), z, recipients, _UNMET)
             c = info["components"]
             total += [c["timing"], c["target"] or 0.0, c["strategy"] or 0.0, utility, unmet, float(z)]
         sums.scenario.append(info["scenario"])

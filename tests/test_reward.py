@@ -10,9 +10,9 @@ from rescue_env.reward import (
     components,
     discounted_return,
     group_objective,
+    group_state,
     jaccard,
     mean_wellbeing,
-    support_shares,
     total,
 )
 
@@ -25,39 +25,44 @@ def test_jaccard() -> None:
     assert jaccard(frozenset(), frozenset({0})) == 0.0
 
 
-def test_support_shares() -> None:
-    assert support_shares(True, frozenset({0, 2}), 3).tolist() == [0.5, 0.0, 0.5]
-    assert support_shares(False, frozenset({0, 2}), 3).tolist() == [0.0, 0.0, 0.0]
-    assert support_shares(True, frozenset(), 2).tolist() == [0.0, 0.0]
+def test_group_state() -> None:
+    state = group_state([0.2, 0.7, 0.7], CONFIG)
+    assert (state.d_max, state.most_distressed) == (0.7, frozenset({1, 2}))
+    assert state.utility == pytest.approx((0.8 + 0.3 + 0.3) / 3)
+    assert group_state([], CONFIG) == group_state([], CONFIG) and group_state([], CONFIG).utility == 1.0
 
 
 def test_group_objective_by_hand() -> None:
     d = np.array([0.8, 0.2, 0.5])
     u = ((1 - 0.8) + (1 - 0.2) + (1 - 0.5)) / 3  # 0.5
     assert mean_wellbeing(d, {}, None) == pytest.approx(u)
-    never = group_objective(d, support_shares(False, frozenset(), 3), False, CONFIG)
+    state = group_state(d, CONFIG)
+    never = group_objective(state, False, frozenset(), CONFIG)
     assert never == pytest.approx(u - 0.8)  # the whole unmet need of the most distressed, no cost
-    most = group_objective(d, support_shares(True, frozenset({0}), 3), True, CONFIG)
+    most = group_objective(state, True, frozenset({0}), CONFIG)
     assert most == pytest.approx(u - 0.0 - 0.2)  # their term removed, kappa paid
-    everyone = group_objective(d, support_shares(True, frozenset({0, 1, 2}), 3), True, CONFIG)
+    everyone = group_objective(state, True, frozenset({0, 1, 2}), CONFIG)
     assert everyone == pytest.approx(u - 0.8 * (1 - 1 / 3) - 0.2)  # (1 - 1/n) of it left
-    other = group_objective(d, support_shares(True, frozenset({1}), 3), True, CONFIG)
+    other = group_objective(state, True, frozenset({1}), CONFIG)
+    assert group_objective(state, False, frozenset({0}), CONFIG) == pytest.approx(never)  # no intervention, no share
     assert other == pytest.approx(u - 0.8 - 0.2)
 
 
 def test_ties_among_the_most_distressed() -> None:
     d = np.array([0.6, 0.6])
-    one = group_objective(d, support_shares(True, frozenset({0}), 2), True, CONFIG)
+    state = group_state(d, CONFIG)
+    one = group_objective(state, True, frozenset({0}), CONFIG)
     assert one == pytest.approx(0.4 - 0.6 - 0.2)  # the other, equally distressed, is still unsupported
-    both = group_objective(d, support_shares(True, frozenset({0, 1}), 2), True, CONFIG)
+    both = group_objective(state, True, frozenset({0, 1}), CONFIG)
     assert both == pytest.approx(0.4 - 0.3 - 0.2)
 
 
 def test_custom_utility_and_lambda() -> None:
     config = RewardConfig(lam=2.0, kappa=0.0, utility=lambda d, g, rho: 10.0 if rho == "repair_softening" else 0.0)
     d = np.array([0.5, 0.0])
-    assert group_objective(d, np.zeros(2), False, config, pattern="repair_softening") == pytest.approx(10.0 - 1.0)
-    assert group_objective(d, np.zeros(2), False, config, pattern=None) == pytest.approx(-1.0)
+    softening = group_state(d, config, pattern="repair_softening")
+    assert group_objective(softening, False, frozenset(), config) == pytest.approx(10.0 - 1.0)
+    assert group_objective(group_state(d, config), False, frozenset(), config) == pytest.approx(-1.0)
 
 
 def test_components_and_presets_by_hand() -> None:
@@ -69,7 +74,7 @@ def test_components_and_presets_by_hand() -> None:
         gold_intervene=True,
         gold_recipients=frozenset({0, 1}),
         gold_strategy=3,
-        distress=d,
+        state=group_state(d, CONFIG),
         config=CONFIG,
     )
     group = 0.5 - 0.0 - 0.2
@@ -93,7 +98,7 @@ def test_unscored_components() -> None:
         gold_intervene=False,
         gold_recipients=None,
         gold_strategy=None,
-        distress=d,
+        state=group_state(d, CONFIG),
         config=CONFIG,
     )
     assert parts["timing"] == 0.0 and parts["target"] is None and parts["strategy"] is None
@@ -105,7 +110,7 @@ def test_unscored_components() -> None:
         gold_intervene=True,
         gold_recipients=None,
         gold_strategy=None,
-        distress=d,
+        state=group_state(d, CONFIG),
         config=CONFIG,
     )
     assert parts["timing"] == 1.0 and parts["target"] is None and parts["strategy"] is None
