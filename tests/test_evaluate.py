@@ -89,6 +89,8 @@ def test_faults_are_survived_and_counted(tmp_path: Path) -> None:
         prompt = body["messages"][-1]["content"]
         if "Maya" in prompt and len(ITEM.findall(prompt)) > 1:
             return json.dumps({"answers": [{"id": "99", "should_speak": "yes"}]})  # ids that match nothing
+        if "Ngozi" in prompt:
+            return example_responder(body)[:25]  # the model's JSON itself cut off
         return example_responder(body)
 
     with FakeOpenAIServer(wrong_ids, faults=faults) as server:
@@ -105,6 +107,9 @@ def test_faults_are_survived_and_counted(tmp_path: Path) -> None:
     # Transient faults were retried away; the garbage answer and the wrong ids are failures, scored wrong.
     assert itp["failure_kinds"].get("malformed_json", 0) >= 1
     assert itp["failure_kinds"].get("missing_item", 0) >= 1
+    cut = [json.loads(r) for r in (tmp_path / "faults" / "predictions.jsonl").read_text().splitlines()]
+    cut = [r for r in cut if r["raw"] and r["raw"].startswith('{"answers"') and not r["raw"].endswith("}")]
+    assert cut and all(r["failure"] == "malformed_json" and r["prediction"] is None for r in cut)
     assert "api_error" not in itp["failure_kinds"]
     records = [json.loads(x) for x in (tmp_path / "faults" / "predictions.jsonl").read_text().splitlines()]
     assert len(records) == itp["instances"]
