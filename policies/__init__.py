@@ -2,7 +2,8 @@
 policies. LLM agents live in ``agents``.
 
 Every policy follows ``policies.base.Policy``: ``reset(seed)`` at the start of an episode, ``act(observation,
-env)`` returning RescueEnv's ``Dict`` action. ``make_policy(name, env, seed)`` builds one by registry name.
+env)`` returning RescueEnv's ``Dict`` action. ``make_policy(name, env, seed)`` builds one by registry name, or
+loads a trained stable-baselines3 model named ``ppo:PATH.zip`` / ``a2c:PATH.zip`` (``policies.sb3``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from policies.reference import (
     OraclePolicy,
     RandomPolicy,
 )
+from policies.sb3 import ALGORITHMS
 
 if TYPE_CHECKING:
     from rescue_env.env import RescueEnv
@@ -40,12 +42,27 @@ PRIVILEGED = frozenset({"oracle", "most-distressed", "group-greedy"})
 """Policies that read ``env.gold()`` or ``env.state()``: references, not agents."""
 CONSTANT = ("always-everyone", "never", "most-distressed")
 """The constant reference policies (the same decision at every step) that no preset may favour."""
+TRAINED = tuple(ALGORITHMS)
+"""Prefixes of trained policies: ``ppo:PATH.zip``, ``a2c:PATH.zip`` (``policies.sb3.SB3Policy``, the ``rl`` extra)."""
+
+
+def is_policy_name(name: str) -> bool:
+    """``name`` is a registry name or ``ALGO:PATH`` with ``ALGO`` in ``TRAINED`` (the file is not checked)."""
+    algo, sep, path = name.partition(":")
+    return name in POLICIES or bool(sep and path and algo in TRAINED)
 
 
 def make_policy(name: str, env: RescueEnv, seed: int | None = 0) -> Policy:
-    """The policy ``name`` for ``env`` (``majority`` is fitted on the env's conversations)."""
+    """The policy ``name`` for ``env`` (``majority`` is fitted on the env's conversations; ``ppo:PATH.zip`` and
+    ``a2c:PATH.zip`` load a trained model and its sidecar)."""
+    algo, sep, path = name.partition(":")
+    if sep and algo in TRAINED:
+        from policies.sb3 import SB3Policy
+
+        return SB3Policy.load(path, algo=algo, env=env)
     if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+        trained = " / ".join(f"{a}:PATH.zip" for a in TRAINED)
+        raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}, or {trained}")
     return POLICIES[name].from_env(getattr(env, "unwrapped", env), seed)
 
 
@@ -62,6 +79,8 @@ __all__ = [
     "OraclePolicy",
     "Policy",
     "RandomPolicy",
+    "TRAINED",
+    "is_policy_name",
     "make_action",
     "make_policy",
 ]

@@ -5,7 +5,8 @@
     rescue-bench data synth N --output FILE
     rescue-bench tasks list | count [PATH] [--json]
     rescue-bench evaluate --tasks itp,rpp,... --agent NAME [--model M] [--judge-model J] --output runs/NAME
-    rescue-bench rollout --policy NAME [--data PATH] [--reward PRESET] [--episodes N] [--json] [--render N]
+    rescue-bench rollout --policy NAME|ALGO:MODEL.zip [--data PATH] [--reward PRESET] [--episodes N] [--json]
+                         [--render N]
 
 PATH is the release JSONL, a directory of per-sample JSON files, or ``demo`` (the default: the embedded demo
 data). Data errors are reported as one line each, never as a traceback; exit code 1 means problems were found,
@@ -95,8 +96,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _policy_name(value: str) -> str:
+    from policies import POLICIES, TRAINED, is_policy_name
+
+    if not is_policy_name(value):
+        trained = " / ".join(f"{a}:PATH.zip" for a in TRAINED)
+        raise argparse.ArgumentTypeError(f"unknown policy {value!r}; choose from {', '.join(POLICIES)}, or {trained}")
+    return value
+
+
 def _add_rollout(commands: argparse._SubParsersAction) -> None:
-    from policies import POLICIES, PRIVILEGED
+    from policies import POLICIES, PRIVILEGED, TRAINED
     from rescue_env.reward import PRESETS
 
     rollout = commands.add_parser(
@@ -105,14 +115,22 @@ def _add_rollout(commands: argparse._SubParsersAction) -> None:
         description="Roll a non-LLM policy through Rescue-v0 (every conversation once by default, in dataset order) "
         "and print timing P/R/F1 and accuracy, target exact match and Jaccard, strategy accuracy and the mean "
         "return under every reward preset, per scenario and pooled. Privileged reference policies (which read "
-        f"the gold or the annotated state): {', '.join(sorted(PRIVILEGED))}.",
+        f"the gold or the annotated state): {', '.join(sorted(PRIVILEGED))}. A trained stable-baselines3 model "
+        "(scripts/train_sb3.py) plays as ALGO:PATH.zip, read with the feature settings of its PATH.json sidecar.",
         epilog="examples:\n"
         "  rescue-bench rollout --policy heuristic\n"
+        "  rescue-bench rollout --policy ppo:runs/ppo-demo.zip\n"
         "  rescue-bench rollout --policy oracle --data benchmark_191.jsonl --reward imitation --json\n"
         "  rescue-bench rollout --policy random --episodes 3 --seed 1 --render 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    rollout.add_argument("--policy", required=True, choices=list(POLICIES), metavar="NAME", help=", ".join(POLICIES))
+    rollout.add_argument(
+        "--policy",
+        required=True,
+        type=_policy_name,
+        metavar="NAME",
+        help=", ".join(POLICIES) + ", or " + " / ".join(f"{a}:PATH.zip" for a in TRAINED) + " (a trained model)",
+    )
     rollout.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
     rollout.add_argument(
         "--reward", choices=list(PRESETS), default="combined", help="reward preset of the env (default: combined)"
@@ -356,6 +374,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
+    from policies import make_policy
     from rescue_env.env import RescueEnv
     from rescue_env.evaluation import evaluate_policy, format_report
 
@@ -377,6 +396,11 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        policy = make_policy(args.policy, env, args.seed)
+    except (OSError, ImportError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     rendered = 0
     out = sys.stderr if args.json else sys.stdout
 
@@ -386,7 +410,7 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
             print(env.render(), end="", file=out)
             rendered += 1
 
-    report = evaluate_policy(args.policy, env, episodes=args.episodes, seed=args.seed, on_step=show)
+    report = evaluate_policy(policy, env, episodes=args.episodes, seed=args.seed, on_step=show)
     if args.json:
         print(report.to_json())
     else:

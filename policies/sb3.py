@@ -1,0 +1,339 @@
+"""``SB3Policy``: a stable-baselines3 model trained on ``RescueFlat-v0``, played as a ``Policy`` of ``Rescue-v0``.
+
+``train`` fits PPO or A2C (``MlpPolicy``) on ``make_flat_env(**feature_kwargs, **env_kwargs)`` and saves the model
+(``PATH.zip``) with a JSON sidecar next to it (``PATH.json``): the algorithm, the feature settings of
+``FlatObservation`` (``hash_dim``, ``embeddings``, ``last_row_weight``, ``turn_window``), the env settings that shape
+the observation (``mode``, ``context_size``, ``max_chars``, ``max_participants``, ``decide_after_therapist``) and
+where the model came from (data, reward, steps, seed, hyperparameters, versions). ``SB3Policy.load(PATH)`` reads
+both back; ``make_policy("ppo:PATH.zip", env)`` and ``rescue-bench rollout --policy ppo:PATH.zip`` do the same.
+
+At each step the policy encodes RescueEnv's ``Dict`` observation with ``FlatObservation.observation`` of a wrapper
+built with the training settings (the feature code of training, not a copy of it) around a stand-in that has only
+the env's spaces, predicts deterministically, decodes with ``FlatAction.action`` and repairs the masked choices
+with ``policies.base.make_action``: target bits of absent slots are dropped (no target left, or every participant,
+becomes the group bit), a strategy outside the scenario's taxonomy becomes the first valid one. Its actions are
+therefore always valid, whatever the network outputs. Needs the ``rl`` extra (``pip install 'rescue-env[rl]'``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from policies.base import make_action, unwrapped
+from rescue_env.wrappers import FlatAction, FlatObservation, make_flat_env
+
+if TYPE_CHECKING:
+    from rescue_env.env import RescueEnv
+
+ALGORITHMS: dict[str, str] = {"ppo": "PPO", "a2c": "A2C"}
+"""Algorithm name (as in ``ppo:PATH.zip``) -> stable-baselines3 class name."""
+FEATURE_DEFAULTS: dict[str, Any] = {"hash_dim": 256, "embeddings": False, "last_row_weight": 2.0, "turn_window": 8}
+"""The feature settings of ``FlatObservation`` (its defaults), all recorded in the sidecar."""
+OBSERVATION_SETTINGS = ("mode", "context_size", "max_chars", "max_participants", "decide_after_therapist")
+"""RescueEnv arguments that change what the observation shows: recorded at training, checked when playing."""
+ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ppo": {"n_steps": 512, "batch_size": 64},
+    "a2c": {},
+}
+"""Hyperparameters that differ from stable-baselines3's defaults (``train(algo_kwargs=...)`` overrides them)."""
+SIDECAR_FORMAT = "rescue-env/sb3-policy"
+SIDECAR_VERSION = 1
+
+
+def algorithm_class(algo: str) -> type:
+    """The stable-baselines3 class of ``algo`` (``ppo``, ``a2c``)."""
+    if algo not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGORITHMS)}")
+    try:
+        import stable_baselines3
+    except ImportError as exc:  # pragma: no cover - the rl extra is installed wherever tests run
+        raise ImportError("trained policies need stable-baselines3: pip install 'rescue-env[rl]'") from exc
+    return getattr(stable_baselines3, ALGORITHMS[algo])
+
+
+def model_path(path: str | Path) -> Path:
+    """``path`` with the ``.zip`` suffix that stable-baselines3 gives a saved model."""
+    path = Path(path)
+    return path if path.suffix == ".zip" else path.with_name(path.name + ".zip")
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """The JSON sidecar of the model at ``path``: ``runs/ppo.zip`` -> ``runs/ppo.json``."""
+    return model_path(path).with_suffix(".json")
+
+
+def feature_settings(feature_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``FEATURE_DEFAULTS`` updated with ``feature_kwargs`` (unknown keys are an error)."""
+    given = dict(feature_kwargs or {})
+    unknown = sorted(set(given) - set(FEATURE_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown feature setting(s) {', '.join(unknown)}; choose from {', '.join(FEATURE_DEFAULTS)}")
+    return {**FEATURE_DEFAULTS, **given}
+
+
+class _Spaces(gym.Env):
+    """Only the spaces of a ``RescueEnv``: all that ``FlatObservation`` and ``FlatAction`` read when they are built.
+    The policy encodes observations through a wrapper around this, never around the env it plays in."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def step(self, action: Any):  # pragma: no cover - never stepped
+        raise NotImplementedError("a stand-in for the spaces only")
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):  # pragma: no cover
+        raise NotImplementedError("a stand-in for the spaces only")
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` torch threads (``None``: as set), restoring the previous number afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class SB3Policy:
+    """A trained stable-baselines3 model as a ``Policy`` of ``Rescue-v0`` (observation only; deterministic).
+
+    ``model`` was trained on ``RescueFlat-v0`` built with ``feature_kwargs``; ``env_settings`` are the
+    observation-shaping RescueEnv arguments of training (a warning says when the env played in differs);
+    ``training`` is free provenance written to the sidecar. The flat wrappers are built for the spaces of the first
+    env given (to ``load``, ``bind`` or ``act``) and rebuilt if a later env has other spaces.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        algo: str,
+        feature_kwargs: Mapping[str, Any] | None = None,
+        env_settings: Mapping[str, Any] | None = None,
+        training: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if algo not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGORITHMS)}")
+        self.model, self.algo = model, algo
+        self.feature_kwargs = feature_settings(feature_kwargs)
+        self.env_settings = dict(env_settings or {})
+        self.training = dict(training or {})
+        self.name = name or algo
+        self._source: gym.Space | None = None
+        self.flat_observation: FlatObservation | None = None
+        self.flat_action: FlatAction | None = None
+
+    # ----- saving and loading ---------------------------------------------------------------------------------
+
+    def sidecar(self) -> dict[str, Any]:
+        return {
+            "format": SIDECAR_FORMAT,
+            "version": SIDECAR_VERSION,
+            "algo": self.algo,
+            "feature_kwargs": self.feature_kwargs,
+            "env_settings": self.env_settings,
+            "training": self.training,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model (``PATH.zip``) and its sidecar (``PATH.json``); returns the model's path."""
+        path = model_path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.model.save(path)
+        text = json.dumps(self.sidecar(), indent=2, sort_keys=True, default=repr)
+        sidecar_path(path).write_text(text + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, algo: str | None = None, env: Any = None) -> SB3Policy:
+        """The policy saved at ``path`` (``.zip`` optional) with its sidecar; ``algo`` (from ``ppo:PATH``) must
+        match the sidecar's; ``env`` (optional) binds the flat wrappers to its spaces at once."""
+        zip_path, side = model_path(path), sidecar_path(path)
+        if not zip_path.is_file():
+            raise FileNotFoundError(f"no trained model at {zip_path}")
+        if not side.is_file():
+            raise FileNotFoundError(
+                f"{side}: the sidecar with the model's feature settings is missing (train() writes it next to the zip)"
+            )
+        try:
+            meta = json.loads(side.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{side}: not valid JSON ({exc})") from None
+        if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
+            raise ValueError(f"{side}: not a {SIDECAR_FORMAT} sidecar")
+        if meta.get("version") != SIDECAR_VERSION:
+            version = meta.get("version")
+            raise ValueError(f"{side}: sidecar version {version!r}, this rescue-env reads {SIDECAR_VERSION}")
+        saved = meta.get("algo")
+        if algo is not None and algo != saved:
+            raise ValueError(f"{zip_path} holds a {saved} model, not {algo} (use {saved}:{path})")
+        model = algorithm_class(saved).load(zip_path, device="cpu")
+        policy = cls(
+            model,
+            saved,
+            meta.get("feature_kwargs"),
+            meta.get("env_settings"),
+            meta.get("training"),
+            name=f"{saved}:{path}",
+        )
+        if env is not None:
+            policy.bind(env)
+        return policy
+
+    # ----- the Policy protocol --------------------------------------------------------------------------------
+
+    def bind(self, env: Any) -> None:
+        """Build the flat wrappers for the spaces of ``env`` (a RescueEnv, possibly wrapped) unless already built
+        for equal spaces; raises ``ValueError`` when the model cannot read that env's observations, and warns when
+        the env's observation settings differ from training."""
+        base = unwrapped(env)
+        space = base.observation_space
+        if space is self._source:
+            return
+        if self._source is None or space != self._source:
+            observer = FlatObservation(_Spaces(space, base.action_space), **self.feature_kwargs)
+            actor = FlatAction(observer)
+            expected, got = self.model.observation_space.shape, observer.observation_space.shape
+            if expected != got or not np.array_equal(self.model.action_space.nvec, actor.action_space.nvec):
+                raise ValueError(
+                    f"{self.name}: the model reads {expected[0]} features and acts on "
+                    f"{self.model.action_space.nvec.tolist()}, the env gives {got[0]} and "
+                    f"{actor.action_space.nvec.tolist()} (trained with max_participants="
+                    f"{self.env_settings.get('max_participants', '?')}, the env has "
+                    f"{getattr(base, 'max_participants', '?')})"
+                )
+            self.flat_observation, self.flat_action = observer, actor
+        self._source = space
+        differ = {
+            k: (v, getattr(base, k))
+            for k, v in self.env_settings.items()
+            if k in OBSERVATION_SETTINGS and hasattr(base, k) and getattr(base, k) != v
+        }
+        if differ:
+            shown = ", ".join(f"{k}={now!r} (trained with {then!r})" for k, (then, now) in differ.items())
+            warnings.warn(f"{self.name} plays in an env whose observations differ from training: {shown}", stacklevel=2)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Nothing to reset: the policy is deterministic and keeps no state across steps."""
+
+    def encode(self, observation: dict, env: Any = None) -> np.ndarray:
+        """The flat vector the model sees for ``observation`` (``FlatObservation.observation``)."""
+        if env is not None:
+            self.bind(env)
+        if self.flat_observation is None:
+            raise ValueError(f"{self.name}: give the env (to load, bind or act) before the first observation")
+        return self.flat_observation.observation(observation)
+
+    def act(self, observation: dict, env: RescueEnv | None = None) -> dict:
+        vector = self.encode(observation, env)
+        flat, _ = self.model.predict(vector, deterministic=True)
+        action = self.flat_action.action(flat)
+        target = action["target"]
+        # The last bit is the group (everyone); otherwise the chosen slots, of which make_action keeps the present.
+        slots = None if target[-1] else np.flatnonzero(target[:-1]).tolist()
+        return make_action(observation, bool(action["intervene"]), slots, action["strategy"])
+
+
+# ----- training ---------------------------------------------------------------------------------------------
+
+
+def fit(
+    algo: str = "ppo",
+    timesteps: int = 20_000,
+    seed: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    feature_kwargs: Mapping[str, Any] | None = None,
+    algo_kwargs: Mapping[str, Any] | None = None,
+    torch_threads: int | None = 1,
+    verbose: int = 0,
+) -> SB3Policy:
+    """Train ``algo``'s ``MlpPolicy`` on ``RescueFlat-v0`` for ``timesteps`` steps (PPO rounds up to a multiple of
+    ``n_steps``) and return it as an in-memory ``SB3Policy``, bound to the training env's spaces. Deterministic
+    given ``seed`` (python, numpy and torch seeded; CPU; ``torch_threads`` torch threads during training)."""
+    from stable_baselines3.common.utils import set_random_seed
+
+    cls = algorithm_class(algo)
+    if timesteps < 1:
+        raise ValueError(f"timesteps must be >= 1, got {timesteps}")
+    features = feature_settings(feature_kwargs)
+    env_kwargs = dict(env_kwargs or {})
+    hyper = {**ALGO_DEFAULTS[algo], **dict(algo_kwargs or {})}
+    env = make_flat_env(**features, **env_kwargs)
+    base = env.unwrapped
+    start = time.perf_counter()
+    with _torch_threads(torch_threads):
+        set_random_seed(seed)
+        model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=verbose, **hyper)
+        model.learn(total_timesteps=timesteps)
+    seconds = time.perf_counter() - start
+    reward = env_kwargs.get("reward", "combined")
+    training = {
+        "data": base.dataset.source,
+        "sha256": base.dataset.sha256,
+        "reward": reward if isinstance(reward, str) else "custom",
+        "sample_order": base.sample_order,
+        "timesteps": int(model.num_timesteps),
+        "seed": seed,
+        "algo_kwargs": hyper,
+        "seconds": round(seconds, 2),
+        "versions": _versions(),
+    }
+    settings = {k: getattr(base, k) for k in OBSERVATION_SETTINGS}
+    policy = SB3Policy(model, algo, features, settings, training, name=algo)
+    policy.bind(base)
+    return policy
+
+
+def train(
+    algo: str = "ppo",
+    timesteps: int = 20_000,
+    seed: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    feature_kwargs: Mapping[str, Any] | None = None,
+    save_to: str | Path | None = None,
+    algo_kwargs: Mapping[str, Any] | None = None,
+    torch_threads: int | None = 1,
+    verbose: int = 0,
+) -> Path:
+    """``fit`` then save to ``save_to`` (default ``runs/ALGO-seedSEED.zip``) with the sidecar; returns the zip's
+    path, which ``SB3Policy.load`` and ``--policy ALGO:PATH`` take."""
+    policy = fit(algo, timesteps, seed, env_kwargs, feature_kwargs, algo_kwargs, torch_threads, verbose)
+    return policy.save(save_to if save_to is not None else f"runs/{algo}-seed{seed}.zip")
+
+
+def _versions() -> dict[str, str]:
+    import stable_baselines3
+    import torch
+
+    from rescue_env import __version__
+
+    return {"rescue-env": __version__, "stable-baselines3": stable_baselines3.__version__, "torch": torch.__version__}
+
+
+__all__ = [
+    "ALGORITHMS",
+    "ALGO_DEFAULTS",
+    "FEATURE_DEFAULTS",
+    "OBSERVATION_SETTINGS",
+    "SB3Policy",
+    "algorithm_class",
+    "feature_settings",
+    "fit",
+    "model_path",
+    "sidecar_path",
+    "train",
+]
