@@ -6,7 +6,6 @@ is a miss), recall@k/MRR summaries, failure counts, and the choice orders the bu
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -130,9 +129,3 @@ def ranked_by_score(scores: Mapping[str, float], fallback: Sequence[str]) -> lis
     order = {label: i for i, label in enumerate(fallback)}
     hits = sorted((k for k, v in scores.items() if v > 0), key=lambda k: (-scores[k], order.get(k, len(order))))
     return list(dict.fromkeys([*hits, *fallback]))[:TOP_K]
-
-
-def has_any(text: str, phrases: Sequence[str]) -> bool:
-    """Whole-word (or whole-phrase) match of any of ``phrases`` in ``text``, case-insensitive."""
-    text = text.replace("\u2019", "'")  # transcripts mix typographic and plain apostrophes
-    return any(re.search(rf"(?<![\w']){re.escape(p)}(?![\w'])", text, re.I) for p in phrases)

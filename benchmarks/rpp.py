@@ -37,7 +37,6 @@ from benchmarks.ranking import (
     by_scenario,
     choice_keys,
     failure_counts,
-    has_any,
     majority_ranking,
     one_scenario,
     oracle_ranking,
@@ -50,6 +49,7 @@ from benchmarks.ranking import (
 from rescue_env.data.domain import RelationProtocol, is_client, relation_labels, scenario_of
 from rescue_env.data.schema import Row, Sample, Scenario
 from rescue_env.taxonomy import ALL_RELATION_PATTERN_KEYS, LabelSet, relation_patterns
+from rescue_env.text import has_any
 
 name = "rpp"
 title = "Relation pattern prediction"

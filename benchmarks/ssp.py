@@ -39,7 +39,6 @@ from benchmarks.ranking import (
     by_scenario,
     choice_keys,
     failure_counts,
-    has_any,
     majority_ranking,
     one_scenario,
     oracle_ranking,
@@ -53,6 +52,7 @@ from benchmarks.stp import support_rows
 from rescue_env.data.domain import GROUP_SPEAKERS, is_client, scenario_of
 from rescue_env.data.schema import Sample
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS, LabelSet, strategies
+from rescue_env.text import has_any
 
 name = "ssp"
 title = "Support strategy prediction"

@@ -7,73 +7,25 @@ speech; tone of voice and visual cues by mode). ``parse_context`` reads it back;
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from policies.base import make_action, n_participants
 from rescue_env.data.domain import GROUP_SPEAKERS, THERAPIST
 from rescue_env.data.schema import SCENARIOS
+from rescue_env.rendering import ParsedRow, header_slots, split_context
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
+from rescue_env.text import has_any
 
 if TYPE_CHECKING:
     from rescue_env.env import RescueEnv
 
-_ROW = re.compile(r'^\[(\d+)\] \d+:\d\d\.\d-\d+:\d\d\.\d (.*?) -> (.*?): "(.*)"$', re.S)
-_SLOT = re.compile(r"\[(\d+)\] (.*)")
 
-
-@dataclass(frozen=True)
-class ContextRow:
-    position: int
-    speaker: str
-    addressees: tuple[str, ...]
-    text: str
-    overlapping: bool
-
-
-def parse_context(context: str) -> tuple[dict[str, int], list[ContextRow]]:
-    """The participant slots named in the header (name -> slot; the group slot is left out) and the rendered
-    rows, oldest first (a row cut by ``max_chars`` at the front is skipped)."""
-    header, _, body = context.partition("\n")
-    slots: dict[str, int] = {}
-    _, _, listing = header.partition("Participant slots: ")
-    for item in re.split(r", (?=\[\d+\] )", listing):
-        match = _SLOT.match(item)
-        if match and not match.group(2).startswith("everyone ("):
-            slots[match.group(2)] = int(match.group(1))
-    blocks: list[list[str]] = []
-    for line in body.split("\n"):
-        if re.match(r"^\[\d+\] \d+:\d\d\.\d-", line):
-            blocks.append([line])
-        elif blocks:
-            blocks[-1].append(line)
-    rows = []
-    for block in blocks:
-        head = [block[0]]
-        evidence = []
-        for line in block[1:]:  # a row's own text can span lines; evidence lines are indented
-            (evidence if line.startswith("    ") else head).append(line)
-        match = _ROW.match("\n".join(head))
-        if match is None:
-            continue
-        addressees = tuple(a.strip() for a in match.group(3).split(", ") if a.strip() and a.strip() != "-")
-        rows.append(
-            ContextRow(
-                position=int(match.group(1)),
-                speaker=match.group(2).strip(),
-                addressees=addressees,
-                text=match.group(4),
-                overlapping=any(line.strip().startswith("overlapping:") for line in evidence),
-            )
-        )
-    return slots, rows
-
-
-def has_any(text: str, phrases: Sequence[str]) -> bool:
-    """Whole-word (or whole-phrase) match of any of ``phrases``, case-insensitive."""
-    return any(re.search(rf"(?<![\w']){re.escape(p)}(?![\w'])", text, re.I) for p in phrases)
+def parse_context(context: str) -> tuple[dict[str, int], list[ParsedRow]]:
+    """The participant slots named in the header (name -> slot) and the rendered rows, oldest first (a row cut
+    by ``max_chars`` at the front is skipped)."""
+    header, blocks = split_context(context)
+    rows = [row for row in map(ParsedRow, blocks) if row.is_row]
+    return header_slots(header, n_slots=1 << 30), rows
 
 
 DISTRESS = (
@@ -137,7 +89,7 @@ class HeuristicPolicy:
             since.insert(0, row)
         clients = [r for r in since if r.speaker not in GROUP_SPEAKERS]
         last = rows[-1] if rows else None
-        text = last.text if last else ""
+        text = last.words if last else ""
 
         blame = has_any(text, BLAME)
         distress = has_any(text, DISTRESS)
@@ -146,7 +98,7 @@ class HeuristicPolicy:
             THERAPIST in last.addressees or has_any(text, APPEAL) or distress or (blame and escalation)
         )
 
-        blamers = {r.speaker for r in clients if has_any(r.text, BLAME)}
+        blamers = {r.speaker for r in clients if has_any(r.words, BLAME)}
         together = has_any(text, TOGETHER)
         last_slot = int(observation["last_speaker"])
         everyone = len(blamers) >= 2 or together or last_slot >= n_participants(observation)
@@ -158,7 +110,7 @@ class HeuristicPolicy:
             strategy = "repair"
         elif distress:
             strategy = "evoke" if scenario == "couple" else "join"
-        elif scenario == "family" and any(has_any(r.text, HIERARCHY) for r in clients):
+        elif scenario == "family" and any(has_any(r.words, HIERARCHY) for r in clients):
             strategy = "boundary"
         elif everyone and blamers:
             strategy = "reframe"

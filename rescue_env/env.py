@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import string
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +24,7 @@ from rescue_env.data.domain import (
     target_members,
 )
 from rescue_env.data.schema import SCENARIOS, Scenario
-from rescue_env.rendering import MODES, Mode, render_rows, window
+from rescue_env.rendering import MODES, Mode, render_header, render_rows, window
 from rescue_env.reward import (
     PRESETS,
     GroupState,
@@ -38,28 +36,7 @@ from rescue_env.reward import (
     total,
 )
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS, relation_patterns, strategies
-
-CHARSET = frozenset(string.printable) - frozenset("\x0b\x0c\r")
-"""Characters of the ``context`` observation: printable ASCII, tab and newline."""
-_REPLACEMENTS = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u2013": "-",
-        "\u2014": "-",
-        "\u2026": "...",
-        "\u00a0": " ",
-    }
-)
-
-
-def normalise_text(text: str) -> str:
-    """Map any transcript text into ``CHARSET``: typographic punctuation to ASCII, accents stripped (NFKD),
-    anything else left (control characters, symbols) becomes ``?``."""
-    text = unicodedata.normalize("NFKD", text.translate(_REPLACEMENTS))
-    return "".join(c if c in CHARSET else ("" if unicodedata.combining(c) else "?") for c in text)
+from rescue_env.text import CHARSET, normalise_text
 
 
 @dataclass(frozen=True)
@@ -249,11 +226,7 @@ class RescueEnv(gym.Env):
         scenario = scenario_of(sample)
         people = tuple(participants(sample))
         taxonomy = strategies(scenario)
-        header = normalise_text(
-            f"{scenario.capitalize()} therapy session. Participant slots: "
-            + ", ".join(f"[{i}] {name}" for i, name in enumerate(people))
-            + f", [{self.max_participants}] everyone ({'Couple' if scenario == 'couple' else 'Family'}).\n"
-        )
+        header = normalise_text(render_header(scenario, people, self.max_participants))
         budget = max(0, self.max_chars - len(header))
         labels = relation_patterns(scenario)
         decision_rows = self._decision_rows(sample)

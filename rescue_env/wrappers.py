@@ -21,11 +21,9 @@ import numpy as np
 from gymnasium import spaces
 
 from rescue_env.data.domain import SpeakerClass, speaker_class
+from rescue_env.rendering import ParsedRow, header_slots, split_context
 
 _TOKEN = re.compile(r"[a-z0-9']+")
-# A row as ``rescue_env.rendering.render_row`` writes it: ``[12] 03:21.5-03:35.0 Ana -> Therapist: "..."``.
-_ROW_START = re.compile(r"\[(\d+)\] \d+:\d+(?:\.\d+)?-\d+:\d+(?:\.\d+)? ")
-_SLOT = re.compile(r"\[(\d+)\] (.*?)(?=, \[\d+\] |$)")
 EMBEDDING_DIM = 384
 
 K = TypeVar("K", bound=Hashable)
@@ -79,50 +77,6 @@ def term_counts(text: str, hash_dim: int) -> np.ndarray:
     # Bigrams are hashed as "a b": a space never occurs inside a token, so no bigram collides with a unigram key.
     buckets += [crc(f"{a} {b}".encode()) % hash_dim for a, b in zip(tokens, tokens[1:])]
     return np.bincount(buckets, minlength=hash_dim).astype(np.float32)
-
-
-class ParsedRow:
-    """One row block of a context: the row line plus its indented evidence lines (overlap, tone, cues)."""
-
-    __slots__ = ("speaker", "addressees", "words", "body", "is_row")
-
-    def __init__(self, block: str) -> None:
-        match = _ROW_START.match(block)
-        self.is_row = match is not None
-        # Bag-of-words text: the block without "[n] mm:ss-mm:ss", whose digits are positions, not language.
-        self.body = block[match.end() :] if match else block
-        self.speaker = self.addressees = self.words = ""
-        if match:
-            first, _, _ = self.body.partition("\n    ")
-            speaker, arrow, rest = first.partition(" -> ")
-            addressees, colon, words = rest.partition(': "')
-            if arrow and colon:
-                self.speaker, self.addressees = speaker.strip(), addressees.strip()
-                self.words = words[:-1] if words.endswith('"') else words
-
-
-def split_context(context: str) -> tuple[str, list[str]]:
-    """The header line and the row blocks of a ``context`` observation (a block that was cut at its start by
-    ``max_chars`` is kept: its words count for the bag of words but it is not a row for turn-taking)."""
-    header, _, rows_text = context.partition("\n")
-    blocks: list[str] = []
-    for line in rows_text.split("\n"):
-        if not blocks or _ROW_START.match(line):
-            blocks.append(line)
-        else:
-            blocks[-1] += "\n" + line
-    return header, [b for b in blocks if b.strip()]
-
-
-def header_slots(header: str, n_slots: int) -> dict[str, int]:
-    """Participant name -> slot, from the header's ``Participant slots: [0] Ana, [1] Ben, [n] everyone (...)``."""
-    _, _, listing = header.partition("Participant slots: ")
-    slots: dict[str, int] = {}
-    for match in _SLOT.finditer(listing.rstrip(".")):
-        slot = int(match.group(1))
-        if slot < n_slots:
-            slots.setdefault(match.group(2).strip(), slot)
-    return slots
 
 
 class _MiniLM:
@@ -323,7 +277,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         last_row = np.zeros(5, dtype=np.float32)
         if turns:
             last = turns[-1]
-            kinds = [self._slot(a.strip(), slots) for a in last.addressees.split(",") if a.strip() not in ("", "-")]
+            kinds = [self._slot(a, slots) for a in last.addressees]
             last_row[0] = any(k == self.n_slots for k in kinds)
             last_row[1] = any(k == self.n_slots + 1 for k in kinds)
             last_row[2] = any(k < self.n_slots for k in kinds)

@@ -183,7 +183,7 @@ def test_parse_context_reads_back_the_rendering(demo_env: RescueEnv) -> None:
     assert slots == {"Maya": 0, "Jordan": 1}
     assert [r.position for r in rows] == list(range(1, len(rows) + 1))
     assert rows[0].speaker == "Therapist" and rows[0].addressees == ("Couple",)
-    assert all(r.text and '"' not in r.text[-1:] for r in rows)
+    assert all(r.words and '"' not in r.words[-1:] for r in rows)
 
 
 def _observation(lines: list[str], last_speaker: int, scenario: int = 0) -> dict:
