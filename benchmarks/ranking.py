@@ -129,3 +129,20 @@ def ranked_by_score(scores: Mapping[str, float], fallback: Sequence[str]) -> lis
     order = {label: i for i, label in enumerate(fallback)}
     hits = sorted((k for k, v in scores.items() if v > 0), key=lambda k: (-scores[k], order.get(k, len(order))))
     return list(dict.fromkeys([*hits, *fallback]))[:TOP_K]
+
+
+def baseline_answers(gold_key: str, choices_of: Callable[[Instance], Choices]):
+    """The oracle, random and majority answers of a ranked task whose gold is ``instance.gold[gold_key]``."""
+
+    def oracle_answer(instance: Instance) -> dict[str, Any]:
+        return {RANKING_KEY: oracle_ranking(instance.gold[gold_key], choices_of(instance))}
+
+    def random_answer(instance: Instance, sample: Any, rng: np.random.Generator) -> dict[str, Any]:
+        return {RANKING_KEY: random_ranking(choices_of(instance), rng)}
+
+    def majority_answer(instance: Instance, pool: Sequence[Instance]) -> dict[str, Any]:
+        """This instance's choices by how often each is the gold in ``pool`` (same scenario)."""
+        golds = [i.gold[gold_key] for i in pool if i.scenario == instance.scenario]
+        return {RANKING_KEY: majority_ranking(choices_of(instance), golds)}
+
+    return oracle_answer, random_answer, majority_answer

@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from benchmarks.base import Instance, Prediction, PromptOptions, new_instance
 from benchmarks.metrics import label_metrics
 from benchmarks.prompting import (
@@ -34,14 +32,12 @@ from benchmarks.prompting import (
 from benchmarks.ranking import (
     RANKING_KEY,
     answer_example,
+    baseline_answers,
     by_scenario,
     choice_keys,
     failure_counts,
-    majority_ranking,
     one_scenario,
-    oracle_ranking,
     parse_ranked,
-    random_ranking,
     ranked_by_score,
     ranked_summary,
     score_ranked,
@@ -151,17 +147,7 @@ def details(instances: Sequence[Instance], scores: Sequence[Mapping[str, Any]]) 
     return out
 
 
-def oracle_answer(instance: Instance) -> dict[str, Any]:
-    return {RANKING_KEY: oracle_ranking(instance.gold["pattern"], choices(instance))}
-
-
-def random_answer(instance: Instance, sample: Sample, rng: np.random.Generator) -> dict[str, Any]:
-    return {RANKING_KEY: random_ranking(choices(instance), rng)}
-
-
-def majority_answer(instance: Instance, pool: Sequence[Instance]) -> dict[str, Any]:
-    golds = [i.gold["pattern"] for i in pool if i.scenario == instance.scenario]
-    return {RANKING_KEY: majority_ranking(choices(instance), golds)}
+oracle_answer, random_answer, majority_answer = baseline_answers("pattern", choices)
 
 
 HEURISTIC_WINDOW = 6

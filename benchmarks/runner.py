@@ -140,6 +140,11 @@ class RunStore:
                     continue  # a line cut by a kill: that instance is simply asked again
                 self.records[record["instance_id"]] = record
 
+    def needs_answer(self, instance: Instance) -> bool:
+        """True when an instance has no record yet, or only an API failure (asked again on resume)."""
+        record = self.records.get(instance.instance_id)
+        return record is None or str(record.get("failure") or "").startswith(API_FAILURE)
+
     def write(self, records: Sequence[dict[str, Any]]) -> None:
         with self.path.open("a", encoding="utf-8") as out:
             for record in records:
@@ -271,12 +276,7 @@ class Evaluation:
         )
 
     async def _predict(self, task: ModuleType, instances: list[Instance], store: RunStore, bar: Progress) -> None:
-        pending = [
-            i
-            for i in instances
-            if i.instance_id not in store.records
-            or str(store.records[i.instance_id].get("failure") or "").startswith(API_FAILURE)
-        ]
+        pending = [i for i in instances if store.needs_answer(i)]
         if not pending:
             return
         agent = None
@@ -391,13 +391,7 @@ class Evaluation:
         store = RunStore(self.output)
         tasks = [get_task(name) for name in self.config.tasks]
         plan = [(task, self.instances(task)) for task in tasks]
-        todo = sum(
-            1
-            for _, instances in plan
-            for i in instances
-            if i.instance_id not in store.records
-            or str(store.records[i.instance_id].get("failure") or "").startswith(API_FAILURE)
-        )
+        todo = sum(store.needs_answer(i) for _, instances in plan for i in instances)
         bar = Progress(todo, self.progress_enabled)
         started = time.perf_counter()
         try:

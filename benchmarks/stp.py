@@ -20,21 +20,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from benchmarks.base import Instance, Prediction, PromptOptions, new_instance
 from benchmarks.prompting import SCENARIO_SETTING, context_size, describe_window, envelope, render_rows, window
 from benchmarks.ranking import (
     RANKING_KEY,
     TOP_K,
     answer_example,
+    baseline_answers,
     by_scenario,
     failure_counts,
-    majority_ranking,
     one_scenario,
-    oracle_ranking,
     parse_ranked,
-    random_ranking,
     ranked_summary,
     score_ranked,
 )
@@ -191,19 +187,9 @@ def details(instances: Sequence[Instance], scores: Sequence[Mapping[str, Any]]) 
     return out
 
 
-def oracle_answer(instance: Instance) -> dict[str, Any]:
-    return {RANKING_KEY: oracle_ranking(instance.gold["target"], choices(instance))}
-
-
-def random_answer(instance: Instance, sample: Sample, rng: np.random.Generator) -> dict[str, Any]:
-    return {RANKING_KEY: random_ranking(choices(instance), rng)}
-
-
-def majority_answer(instance: Instance, pool: Sequence[Instance]) -> dict[str, Any]:
-    """This instance's candidates by how often each label is the gold in ``pool``. Names rarely recur across
-    samples while the group label does, so this is mostly "the group label first"."""
-    golds = [i.gold["target"] for i in pool if i.scenario == instance.scenario]
-    return {RANKING_KEY: majority_ranking(choices(instance), golds)}
+# Names rarely recur across samples while the group label does, so the majority answer is mostly
+# "the group label first".
+oracle_answer, random_answer, majority_answer = baseline_answers("target", choices)
 
 
 def heuristic_answer(instance: Instance, sample: Sample) -> dict[str, Any]:

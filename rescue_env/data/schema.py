@@ -9,12 +9,13 @@ values but are not written back unless they were present.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-Scenario = Literal["couple", "family"]
+from rescue_env.taxonomy import Scenario
+
 SCENARIOS: tuple[Scenario, ...] = ("couple", "family")
 
 
