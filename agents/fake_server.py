@@ -10,6 +10,9 @@ Faults make the failure modes of real providers reproducible::
     with FakeOpenAIServer(faults=[Fault("429"), Fault("500")]) as server:
         ...  # request 0 gets a 429, request 1 a 500, every later one a normal answer
 
+``known_models`` (optional) makes the server answer 404 ``model_not_found``, OpenAI-style, to a chat request for
+any other model name (as a provider does for an unknown or misspelt model).
+
 ``faults`` is either a sequence (applied in order to the first ``len(faults)`` chat requests) or a callable
 ``(index, body) -> Fault | None`` deciding per request (``index`` counts chat requests from 0).
 
@@ -21,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 import time
 import uuid
@@ -31,6 +33,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+from agents.mock import DEFAULT_REPLY, mock_responder
+
 __all__ = ["Fault", "FaultKind", "FakeOpenAIServer", "Responder", "DEFAULT_REPLY"]
 
 Responder = Callable[[dict], str]
@@ -38,11 +42,11 @@ Responder = Callable[[dict], str]
 
 FaultKind = Literal["timeout", "429", "500", "503", "truncated", "garbage"]
 
-DEFAULT_REPLY = '{"ok": true}'
 GARBAGE_REPLY = "I cannot help with that"
 
 _ERROR_TYPES = {
     401: ("invalid_request_error", "invalid_api_key"),
+    404: ("invalid_request_error", "model_not_found"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     500: ("server_error", "internal_error"),
     503: ("server_error", "service_unavailable"),
@@ -158,7 +162,10 @@ class _Handler(BaseHTTPRequestHandler):
                 200,
                 {
                     "object": "list",
-                    "data": [{"id": owner.model_name, "object": "model", "created": 0, "owned_by": "rescue-env"}],
+                    "data": [
+                        {"id": name, "object": "model", "created": 0, "owned_by": "rescue-env"}
+                        for name in (sorted(owner.known_models) if owner.known_models else [owner.model_name])
+                    ],
                 },
             )
         else:
@@ -185,6 +192,11 @@ class _Handler(BaseHTTPRequestHandler):
         if owner.expected_api_key is not None and auth != f"Bearer {owner.expected_api_key}":
             shown = auth.removeprefix("Bearer ") or "<none>"
             self._send_error(401, f"Incorrect API key provided: {shown}.")
+            return
+
+        model = str(body.get("model") or "")
+        if owner.known_models is not None and model not in owner.known_models:
+            self._send_error(404, f"The model `{model}` does not exist or you do not have access to it.")
             return
 
         fault = owner._fault_for(index, body)
@@ -229,6 +241,7 @@ class FakeOpenAIServer:
         faults: Sequence[Fault] | Callable[[int, dict], Fault | None] = (),
         expected_api_key: str | None = None,
         model_name: str = "fake",
+        known_models: Sequence[str] | None = None,
     ) -> None:
         if latency < 0:
             raise ValueError("latency must be >= 0")
@@ -237,6 +250,7 @@ class FakeOpenAIServer:
         self.faults = faults if callable(faults) else tuple(faults)
         self.expected_api_key = expected_api_key
         self.model_name = model_name
+        self.known_models = frozenset(known_models) if known_models is not None else None
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -335,19 +349,13 @@ class FakeOpenAIServer:
         }
 
 
-_ITEM = re.compile(r"^### Item (\d+)$", re.M)
-_EXAMPLE = re.compile(r"in this form:\n(\{.*\})\s*$", re.S)
-
-
 def example_responder(body: dict) -> str:
-    """A valid, dumb model for rescue-env prompts: answers every ``### Item N`` of the last message with the
-    first example answer of the prompt's own JSON schema."""
-    prompt = _prompt_text(body) if not body.get("messages") else str(body["messages"][-1].get("content", ""))
-    match = _EXAMPLE.search(prompt)
-    if match is None:
-        return DEFAULT_REPLY
-    example = json.loads(match.group(1))["answers"][0]
-    return json.dumps({"answers": [{**example, "id": n} for n in _ITEM.findall(prompt)]})
+    """A valid, dumb model for rescue-env prompts: :func:`agents.mock.mock_responder` on the request's messages
+    (every ``### Item N`` of the last message gets the first example answer of the prompt's own JSON schema)."""
+    messages = body.get("messages")
+    if not messages:
+        return mock_responder([{"role": "user", "content": _prompt_text(body)}])
+    return mock_responder(messages)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -3,6 +3,14 @@ bootstrap intervals, and the files ``results.json``, ``results.csv`` and ``resul
 
 ``results.json`` depends only on the config and the prediction records: no clock, no token counts (those go to
 ``run.json``), so an interrupted-and-resumed run reproduces it exactly.
+
+Metrics that were not run are ``None`` ("not run"): the judge's (ER ``s_emo``/``s_er``, VP ``judge``) when no
+``--judge-model`` was given, and BERTScore with ``--no-bertscore``, even when every answer failed (the tasks score
+a failed answer with the metric's minimum, which would otherwise show e.g. S_ER 1.00 for a judge that never ran).
+A scope without instances (e.g. Family when only couple samples were selected) shows ``—`` in the tables, and a
+metric that ran without giving any value (e.g. every judge verdict failed) shows ``n/a``.
+Failed answers (``failures``) and failed judge verdicts on valid answers (``judge_failures``: the call failed, or
+the verdict was not a valid score) are counted per task, by kind.
 """
 
 from __future__ import annotations
@@ -22,6 +30,13 @@ from benchmarks.base import Instance, Prediction
 
 SCOPES = ("couple", "family", "all")
 SCOPE_TITLES = {"couple": "Couple", "family": "Family", "all": "Both"}
+EMPTY = "—"  # a scope without instances
+NOT_RUN = "not run"
+NO_VALUE = "n/a"  # the metric ran but no instance got a value (e.g. every judge verdict failed)
+
+# Per-instance score keys that come from the judge, per generative task (None unless a judge was configured).
+JUDGE_METRICS: dict[str, tuple[str, ...]] = {"er": ("s_emo", "s_er"), "vp": ("judge",)}
+BERTSCORE_METRICS: tuple[str, ...] = ("bertscore",)
 
 # The paper's Table 5/11 columns: (task, metric key, header, kind)
 TABLE_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
@@ -55,13 +70,45 @@ def score_records(
     """Per-instance scores from the stored records; an instance without a record scores as a failure."""
     scores = []
     rubric = getattr(config, "vp_rubric", "likert") if task.name == "vp" else "likert"
+    not_run: list[str] = []
+    if getattr(task, "generative", False):
+        if not getattr(config, "judge_model", None):
+            not_run += JUDGE_METRICS.get(task.name, ())
+        if not getattr(config, "bertscore", True):
+            not_run += BERTSCORE_METRICS
     for instance in instances:
         record = records.get(instance.instance_id, {"prediction": None, "failure": "not_run"})
         prediction = Prediction(
             instance_id=instance.instance_id, value=record.get("prediction"), failure=record.get("failure")
         )
-        scores.append(task.score(instance, prediction, _extras(record, bool(config.judge_model), rubric)))
+        score = task.score(instance, prediction, _extras(record, bool(config.judge_model), rubric))
+        scores.append({**score, **dict.fromkeys(k for k in not_run if k in score)} if not_run else score)
     return scores
+
+
+def judge_failure_kind(error: str) -> str:
+    """``api_error`` (the judge call failed), ``empty``, ``malformed_json`` or ``invalid_score``."""
+    if error.startswith("judge call failed"):
+        return "api_error"
+    if error.startswith("empty judge answer"):
+        return "empty"
+    if error.startswith("no JSON object"):
+        return "malformed_json"
+    return "invalid_score"
+
+
+def judge_failures(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Failed verdicts on valid answers, by kind (a failed answer gets no judge call, so none here)."""
+    kinds: dict[str, int] = {}
+    for record in records:
+        judge = record.get("judge")
+        if record.get("failure") or not isinstance(judge, Mapping):
+            continue
+        error = judge.get("error")
+        if judge.get("score") is None or error:
+            kind = judge_failure_kind(str(error or ""))
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
 
 
 def bootstrap_summary(
@@ -113,11 +160,14 @@ def build_results(
                 "metrics": {key: {"value": value, "ci95": intervals.get(key)} for key, value in summary.items()},
                 "details": task.details([instances[k] for k in chosen], subset),
             }
+        judged = judge_failures(task_records) if config.judge_model else {}
         tasks[task.name] = {
             "title": task.title,
             "instances": len(instances),
             "failures": sum(failures.values()),
             "failure_kinds": failures,
+            "judge_failures": sum(judged.values()),
+            "judge_failure_kinds": judged,
             "normalised_labels": sum(bool(r.get("normalised")) for r in task_records),
             "judge": "not run" if getattr(task, "generative", False) and not config.judge_model else None,
             "scopes": scopes,
@@ -139,14 +189,35 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _was_run(config: Mapping[str, Any], task: str, key: str) -> bool:
+    """False for a judge metric without --judge-model and for BERTScore with --no-bertscore."""
+    if key in JUDGE_METRICS.get(task, ()) and not config.get("judge_model"):
+        return False
+    return not (key in BERTSCORE_METRICS and task in JUDGE_METRICS and not config.get("bertscore", True))
+
+
+def _cell(results: Mapping[str, Any], task: str, scope: str, key: str, text: str | None) -> str:
+    """``text`` (a formatted value), or why there is none: an empty scope, a metric not run, no value."""
+    if _scope_size(results, task, scope) == 0:
+        return EMPTY
+    if text is not None:
+        return text
+    return NO_VALUE if _was_run(results.get("config", {}), task, key) else NOT_RUN
+
+
 def _format(value: float | None, kind: str) -> str:
     if value is None:
-        return "not run"
+        return NOT_RUN
     if kind == "percent":
         return f"{100 * value:.2f}"
     if kind == "bertscore":
         return f"{value:.4f}"
     return f"{value:.2f}"
+
+
+def _scope_size(results: Mapping[str, Any], task: str, scope: str) -> int | None:
+    entry = results["tasks"].get(task, {}).get("scopes", {}).get(scope)
+    return None if entry is None else int(entry.get("instances", 0))
 
 
 def _metric(results: Mapping[str, Any], task: str, scope: str, key: str) -> tuple[float | None, Any]:
@@ -165,7 +236,7 @@ def results_table(results: Mapping[str, Any]) -> str:
         cells = []
         for task, key, _, kind in columns:
             value, _ = _metric(results, task, scope, key)
-            cells.append(_format(value, kind))
+            cells.append(_cell(results, task, scope, key, None if value is None else _format(value, kind)))
         lines.append(f"| {SCOPE_TITLES[scope]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -179,15 +250,20 @@ def results_markdown(results: Mapping[str, Any]) -> str:
         + (f", model `{config['model']}`" if config.get("model") else "")
         + f", mode `{config['mode']}`, judge `{config.get('judge_model') or 'not run'}`, data `{config['data']}`.",
         "Classification metrics in %, judge scores on 1-5 (VP authors' rubric: 0-6), BERTScore F1 raw. "
-        "Both = pooled over instances.",
+        f"Both = pooled over instances; {EMPTY} = no instance in that scope; {NO_VALUE} = run, but no valid value "
+        "(e.g. every judge verdict failed).",
         "",
         results_table(results),
     ]
     for name, task in results["tasks"].items():
         parts += ["", f"## {name.upper()} - {task['title']}", ""]
+        judge_line = ""
+        if task.get("judge_failures"):
+            judge_line = f", {task['judge_failures']} judge failures (not scored): {task['judge_failure_kinds']}"
         parts.append(
             f"{task['instances']} instances, {task['failures']} failed answers (scored wrong)"
             + (f": {task['failure_kinds']}" if task["failures"] else "")
+            + judge_line
             + f", {task['normalised_labels']} labels matched after normalisation."
         )
         metrics = list(next(iter(task["scopes"].values()))["metrics"])
@@ -201,12 +277,13 @@ def results_markdown(results: Mapping[str, Any]) -> str:
             for scope in SCOPES:
                 entry = task["scopes"][scope]["metrics"][key]
                 if entry["value"] is None:
-                    cells.append("not run")
+                    text = None
                 elif entry["ci95"] is None:
-                    cells.append(f"{entry['value']:.4f}")
+                    text = f"{entry['value']:.4f}"
                 else:
                     low, high = entry["ci95"]
-                    cells.append(f"{entry['value']:.4f} [{low:.4f}, {high:.4f}]")
+                    text = f"{entry['value']:.4f} [{low:.4f}, {high:.4f}]"
+                cells.append(_cell(results, name, scope, key, text))
             parts.append(f"| {key} | " + " | ".join(cells) + " |")
         parts.append("")
         parts.append(

@@ -7,11 +7,21 @@ killed half way loses nothing: re-running the same command asks only the instanc
 (API failures are asked again; a malformed answer is final and scored wrong). Results are computed from the
 records alone, in instance order, so an interrupted-and-resumed run gives the same ``results.json`` as an
 uninterrupted one.
+
+Before anything is written, a run checks what it will call: the model's (and judge's) set-up without I/O
+(:func:`agents.client.check_model_config`: e.g. the key variable is set) and then one probe request each
+(:meth:`agents.client.LLMClient.probe`); a problem raises :class:`agents.client.ModelSetupError`, and a run with no
+instance at all raises :class:`NothingToEvaluate`. During the run, the errors of failed calls (after the client's
+retries) go to an :class:`benchmarks.failures.ErrorTally` (each distinct error printed once) and count against
+the :class:`benchmarks.failures.FailureBudget` (``--max-failures``, of the requests planned in this invocation);
+past it the run raises :class:`benchmarks.failures.FailureBudgetExceeded`, keeping every answer it has, so the
+same command resumes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -25,10 +35,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents.baselines import BASELINES, BaselineAgent
+from agents.client import EnvVarName
 from benchmarks.base import MODES, Instance, Mode, Prediction, PromptOptions
+from benchmarks.failures import DEFAULT_BUDGET, ErrorTally, FailureBudget, FailureBudgetExceeded
 from benchmarks.registry import get_task, make_batches
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.domain import RelationProtocol
@@ -36,8 +48,15 @@ from rescue_env.data.domain import RelationProtocol
 API_FAILURE = "api_error"
 
 
+class NothingToEvaluate(ValueError):
+    """No sample was loaded, or no task has an instance (after ``--sample-ids`` and ``--limit``)."""
+
+
 class EvalConfig(BaseModel):
     """Everything that determines a run's results (written to ``config.json``; a resume must match it)."""
+
+    # hide_input_in_errors: a key pasted into api_key_env by mistake must not be echoed by a ValidationError
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     data: str = "demo"
     sample_ids: str | None = None
@@ -45,10 +64,10 @@ class EvalConfig(BaseModel):
     agent: str = "heuristic"
     model: str | None = None
     api_base: str | None = None
-    api_key_env: str | None = None
+    api_key_env: EnvVarName | None = None
     judge_model: str | None = None
     judge_api_base: str | None = None
-    judge_api_key_env: str | None = None
+    judge_api_key_env: EnvVarName | None = None
     vp_rubric: Literal["likert", "authors"] = "likert"
     mode: Mode = "dialogue"
     context_size: int | None = None
@@ -169,7 +188,12 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 class Evaluation:
-    """One ``rescue-bench evaluate`` run. ``complete`` overrides the model call (tests, benchmarks)."""
+    """One ``rescue-bench evaluate`` run. ``complete`` overrides the model call (tests, benchmarks).
+
+    ``timeout``, ``max_retries`` and ``backoff_base`` go to the clients (they do not change results, so they are
+    not part of :class:`EvalConfig`); ``max_failures`` is the failure budget (``"20%"``, ``"0"``, a
+    :class:`FailureBudget`); ``tally`` collects the errors of failed calls (a fresh one by default).
+    """
 
     def __init__(
         self,
@@ -181,6 +205,11 @@ class Evaluation:
         cache_dir: str | Path | None = None,
         progress: bool = True,
         dataset: Dataset | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        backoff_base: float = 1.0,
+        max_failures: FailureBudget | str = DEFAULT_BUDGET,
+        tally: ErrorTally | None = None,
     ) -> None:
         self.config = config
         self.output = Path(output)
@@ -188,35 +217,45 @@ class Evaluation:
         self.max_connections = max_connections
         self.cache_dir = Path(cache_dir) if cache_dir else self.output / "cache"
         self.progress_enabled = progress
-        self.dataset = dataset or load_dataset(config.data, sample_ids=config.sample_ids)
-        self.samples = {s.sample_id: s for s in self.dataset}
-        self._client = None
-        self._judge_client = None
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_base = float(backoff_base)
+        self.budget = max_failures if isinstance(max_failures, FailureBudget) else FailureBudget.parse(max_failures)
+        self.tally = tally if tally is not None else ErrorTally()
+        self.planned_requests = 0
+        self.failure_limit = 0
         if config.mode not in MODES:
             raise ValueError(f"unknown mode {config.mode!r}")
         if config.agent not in (*BASELINES, "litellm"):
             raise ValueError(f"unknown agent {config.agent!r}; choose from {', '.join((*BASELINES, 'litellm'))}")
         if config.agent == "litellm" and not config.model:
             raise ValueError("--agent litellm needs --model (any litellm model string)")
+        self.dataset = dataset or load_dataset(config.data, sample_ids=config.sample_ids)
+        self.samples = {s.sample_id: s for s in self.dataset}
+        self._client = None
+        self._judge_client = None
 
     # ----- set-up -------------------------------------------------------------------------------------------
 
-    def _prepare_directory(self) -> None:
-        self.output.mkdir(parents=True, exist_ok=True)
+    def _check_directory(self) -> None:
+        """Refuse (ValueError) an output directory that holds a run with other settings; writes nothing."""
         stored_path = self.output / "config.json"
-        if stored_path.exists():
-            stored = json.loads(stored_path.read_text(encoding="utf-8"))
-            previous = EvalConfig.model_validate(stored["config"]).result_keys()
-            differences = {
-                k: (previous.get(k), v) for k, v in self.config.result_keys().items() if previous.get(k) != v
-            }
-            if stored.get("data", {}).get("sha256") != self.dataset.sha256:
-                differences["data sha256"] = (stored.get("data", {}).get("sha256"), self.dataset.sha256)
-            if differences:
-                shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in differences.items())
-                raise ValueError(
-                    f"{self.output} holds a run with other settings ({shown}). Use another --output, or delete it."
-                )
+        if not stored_path.exists():
+            return
+        stored = json.loads(stored_path.read_text(encoding="utf-8"))
+        previous = EvalConfig.model_validate(stored["config"]).result_keys()
+        differences = {k: (previous.get(k), v) for k, v in self.config.result_keys().items() if previous.get(k) != v}
+        if stored.get("data", {}).get("sha256") != self.dataset.sha256:
+            differences["data sha256"] = (stored.get("data", {}).get("sha256"), self.dataset.sha256)
+        if differences:
+            shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in differences.items())
+            raise ValueError(
+                f"{self.output} holds a run with other settings ({shown}). Use another --output, or delete it."
+            )
+
+    def _prepare_directory(self) -> None:
+        self._check_directory()
+        self.output.mkdir(parents=True, exist_ok=True)
         payload = {
             "command": self.command,
             "config": self.config.model_dump(),
@@ -229,36 +268,86 @@ class Evaluation:
             },
             "seed": self.config.seed,
         }
-        _atomic_write(stored_path, json.dumps(payload, indent=2))
+        _atomic_write(self.output / "config.json", json.dumps(payload, indent=2))
 
     def instances(self, task: ModuleType) -> list[Instance]:
         options: dict[str, Any] = {"protocol": self.config.protocol} if task.name == "rpp" else {}
         built = task.build_instances(self.dataset.samples, **options)
         return built if self.config.limit is None else built[: self.config.limit]
 
+    def _model_config(self, judge: bool):
+        from agents.client import ModelConfig
+
+        cfg = self.config
+        return ModelConfig(
+            model=cfg.judge_model if judge else cfg.model,
+            api_base=(cfg.judge_api_base or cfg.api_base) if judge else cfg.api_base,
+            api_key_env=(cfg.judge_api_key_env or cfg.api_key_env) if judge else cfg.api_key_env,
+            temperature=0.0 if judge else cfg.temperature,
+            max_tokens=cfg.max_tokens,
+            timeout=self.timeout,
+        )
+
     def _client_for(self, judge: bool):
-        from agents.client import LLMClient, ModelConfig
+        from agents.client import LLMClient
 
         attribute = "_judge_client" if judge else "_client"
         if getattr(self, attribute) is None:
-            model = self.config.judge_model if judge else self.config.model
-            api_base = (self.config.judge_api_base or self.config.api_base) if judge else self.config.api_base
-            key_env = (self.config.judge_api_key_env or self.config.api_key_env) if judge else self.config.api_key_env
             client = LLMClient(
-                ModelConfig(
-                    model=model,
-                    api_base=api_base,
-                    api_key_env=key_env,
-                    temperature=0.0 if judge else self.config.temperature,
-                    max_tokens=self.config.max_tokens,
-                ),
+                self._model_config(judge),
                 max_connections=self.max_connections,
+                max_retries=self.max_retries,
+                backoff_base=self.backoff_base,
                 cache_dir=self.cache_dir,
             )
             setattr(self, attribute, client)
         return getattr(self, attribute)
 
+    def _uses_judge(self, tasks: Sequence[ModuleType]) -> bool:
+        return bool(self.config.judge_model) and any(getattr(t, "generative", False) for t in tasks)
+
+    def check_setup(self, tasks: Sequence[ModuleType] | None = None) -> None:
+        """Set-up checks that need no request (ModelSetupError): the agent's model, and the judge's if it is used."""
+        from agents.client import ModelSetupError, check_model_config
+
+        tasks = [get_task(n) for n in self.config.tasks] if tasks is None else tasks
+        if self.config.agent == "litellm":
+            check_model_config(self._model_config(judge=False))
+        if self._uses_judge(tasks):
+            try:
+                check_model_config(self._model_config(judge=True))
+            except ModelSetupError as exc:
+                raise ModelSetupError(f"judge: {_judge_options(str(exc))}", exc.cause) from None
+
+    async def probe(self, agent: bool, judge: bool) -> None:
+        """One probe request to each model that will be called (ModelSetupError naming the option to fix)."""
+        from agents.client import ModelSetupError
+
+        if agent:
+            await self._client_for(judge=False).probe()
+        if judge:
+            try:
+                await self._client_for(judge=True).probe()
+            except ModelSetupError as exc:
+                raise ModelSetupError(f"judge: {_judge_options(str(exc))}", exc.cause) from None
+
+    def _plan_requests(self, plan: Sequence[tuple[ModuleType, list[Instance]]], store: RunStore) -> tuple[int, int]:
+        """(model requests, judge requests) this invocation expects to send (judge: an upper bound)."""
+        asked = judged = 0
+        for task, instances in plan:
+            pending = [i for i in instances if store.needs_answer(i)]
+            if self.config.agent == "litellm":
+                asked += len(make_batches(pending, self.config.batch_size or task.batch_size))
+            if self._uses_judge([task]):
+                judged += len(pending) + sum(
+                    1 for i in instances if not store.needs_answer(i) and _needs_verdict(store.records[i.instance_id])
+                )
+        return asked, judged
+
     # ----- phases -------------------------------------------------------------------------------------------
+
+    def _failed_call(self, error: str | None, judge: bool = False) -> None:
+        self.tally.add(f"judge: {error}" if judge else str(error))
 
     async def _ask(
         self, batch: Sequence[Instance], messages: list[dict[str, str]], agent: BaselineAgent | None
@@ -290,39 +379,42 @@ class Evaluation:
             reply = await self._ask(batch, messages, agent)
             return batch, reply, prompt_hash(messages)
 
-        for next_done in asyncio.as_completed([one(b) for b in batches]):
-            batch, reply, hashed = await next_done
-            if reply.text is None:
-                predictions = [
-                    Prediction(instance_id=i.instance_id, failure=f"{API_FAILURE}: {reply.error}") for i in batch
-                ]
-            else:
-                predictions = task.parse(reply.text, batch)
-            records = []
-            for instance, prediction in zip(batch, predictions):
-                records.append(
-                    {
-                        "task": task.name,
-                        "instance_id": instance.instance_id,
-                        "sample_id": instance.sample_id,
-                        "scenario": instance.scenario,
-                        "row": instance.row + 1,
-                        "prompt_hash": hashed,
-                        "batch_size": len(batch),
-                        "raw": reply.text,
-                        "prediction": prediction.value,
-                        "failure": prediction.failure,
-                        "normalised": prediction.normalised,
-                        "cached": reply.cached,
-                    }
+        async with contextlib.aclosing(_as_completed([one(b) for b in batches])) as results:
+            async for batch, reply, hashed in results:
+                if reply.text is None:
+                    predictions = [
+                        Prediction(instance_id=i.instance_id, failure=f"{API_FAILURE}: {reply.error}") for i in batch
+                    ]
+                else:
+                    predictions = task.parse(reply.text, batch)
+                records = []
+                for instance, prediction in zip(batch, predictions):
+                    records.append(
+                        {
+                            "task": task.name,
+                            "instance_id": instance.instance_id,
+                            "sample_id": instance.sample_id,
+                            "scenario": instance.scenario,
+                            "row": instance.row + 1,
+                            "prompt_hash": hashed,
+                            "batch_size": len(batch),
+                            "raw": reply.text,
+                            "prediction": prediction.value,
+                            "failure": prediction.failure,
+                            "normalised": prediction.normalised,
+                            "cached": reply.cached,
+                        }
+                    )
+                store.write(records)
+                bar.update(
+                    len(batch),
+                    sum(p.failure is not None for p in predictions),
+                    reply.prompt_tokens + reply.completion_tokens,
+                    reply.cost_usd,
                 )
-            store.write(records)
-            bar.update(
-                len(batch),
-                sum(p.failure is not None for p in predictions),
-                reply.prompt_tokens + reply.completion_tokens,
-                reply.cost_usd,
-            )
+                if reply.text is None:
+                    self._failed_call(reply.error)
+                    self.tally.check(self.failure_limit)
 
     async def _judge(self, task: ModuleType, instances: list[Instance], store: RunStore) -> None:
         from benchmarks import judge as judging
@@ -332,23 +424,31 @@ class Evaluation:
         rubric = self.config.vp_rubric if task.name == "vp" else "likert"
         client = self._client_for(judge=True)
 
-        async def one(instance: Instance) -> dict[str, Any] | None:
+        async def one(instance: Instance) -> tuple[dict[str, Any] | None, str | None]:
             record = store.records[instance.instance_id]
-            if record.get("judge") is not None and record["judge"].get("score") is not None:
-                return None
+            if not _needs_verdict(record):
+                return None, None
             prediction = Prediction(
                 instance_id=instance.instance_id, value=record["prediction"], failure=record["failure"]
             )
             request = task.judge_request(instance, prediction)
             if request is None:
-                return None
+                return None, None
             builder = judging.er_judge_messages if task.name == "er" else judging.vp_judge_messages
             kwargs = {"rubric": rubric} if task.name == "vp" else {}
-            verdict = await judging.judge(client.complete, builder(**request, **kwargs), rubric)
-            return {**record, "judge": verdict.model_dump()}
+            messages = builder(**request, **kwargs)
+            completion = await client.complete(messages)
+            verdict = await judging.judge(_answered(completion), messages, rubric)
+            return {**record, "judge": verdict.model_dump()}, None if completion.ok else (completion.error or "no text")
 
-        updated = [r for r in await asyncio.gather(*(one(i) for i in instances)) if r is not None]
-        store.write(updated)
+        async with contextlib.aclosing(_as_completed([one(i) for i in instances])) as results:
+            async for updated, call_error in results:
+                if updated is None:
+                    continue
+                store.write([updated])
+                if call_error is not None:
+                    self._failed_call(call_error, judge=True)
+                    self.tally.check(self.failure_limit)
 
     def _bertscore(self, task: ModuleType, instances: list[Instance], store: RunStore) -> None:
         if not self.config.bertscore:
@@ -385,15 +485,32 @@ class Evaluation:
         return asyncio.run(self.arun())
 
     async def arun(self) -> dict[str, Any]:
+        """Check, probe, then run (see the module docstring). Raises ``ModelSetupError`` or
+        ``NothingToEvaluate`` before writing anything, ``FailureBudgetExceeded`` after saving what it has."""
         from benchmarks.reporting import build_results, write_results
 
-        self._prepare_directory()
-        store = RunStore(self.output)
         tasks = [get_task(name) for name in self.config.tasks]
+        if len(self.dataset) == 0:
+            raise NothingToEvaluate(f"nothing to evaluate: 0 samples loaded from {self.config.data}")
         plan = [(task, self.instances(task)) for task in tasks]
+        if not any(instances for _, instances in plan):
+            raise NothingToEvaluate(
+                f"nothing to evaluate: 0 instances of {','.join(self.config.tasks)} in {len(self.dataset)} sample(s)"
+                + (f" with --limit {self.config.limit}" if self.config.limit is not None else "")
+            )
+        self.check_setup(tasks)
+        self._check_directory()
+        store = self.store = RunStore(self.output)  # reads predictions.jsonl if there is one; writes nothing
+        asked, judged = self._plan_requests(plan, store)
+        self.planned_requests = asked + judged
+        self.failure_limit = self.budget.limit(self.planned_requests)
+        await self.probe(agent=asked > 0, judge=judged > 0)
+        self._prepare_directory()
+
         todo = sum(store.needs_answer(i) for _, instances in plan for i in instances)
         bar = Progress(todo, self.progress_enabled)
         started = time.perf_counter()
+        order = [i.instance_id for _, instances in plan for i in instances]
         try:
             for task, instances in plan:
                 bar.describe(task.name.upper())
@@ -403,19 +520,42 @@ class Evaluation:
                     await self._judge(task, instances, store)
                     bar.describe(f"{task.name.upper()} BERTScore")
                     self._bertscore(task, instances, store)
+        except FailureBudgetExceeded:
+            store.compact(order)
+            self._write_run_info(started, todo, stopped=True)
+            raise
         finally:
             bar.close()
-        order = [i.instance_id for _, instances in plan for i in instances]
         store.compact(order)
         results = build_results(self.config, plan, store.records)
-        run_info = {
+        write_results(self.output, results, self._run_info(started, todo, stopped=False))
+        return results
+
+    def answered(self) -> int:
+        """Instances with a model answer kept in the run directory (an API failure is not an answer)."""
+        store = getattr(self, "store", None)
+        if store is None:
+            return 0
+        return sum(not str(r.get("failure") or "").startswith(API_FAILURE) for r in store.records.values())
+
+    def _run_info(self, started: float, todo: int, stopped: bool) -> dict[str, Any]:
+        return {
             "wall_seconds": round(time.perf_counter() - started, 3),
             "asked_instances": todo,
+            "planned_requests": self.planned_requests,
+            "max_failures": self.budget.spec,
+            "failure_limit": self.failure_limit,
+            "failed_calls": self.tally.total,
+            "errors": dict(self.tally.counts),
+            "stopped_at_failure_budget": stopped,
             "usage": self._usage(),
             "bertscore": getattr(self, "bertscore_description", None),
         }
-        write_results(self.output, results, run_info)
-        return results
+
+    def _write_run_info(self, started: float, todo: int, stopped: bool) -> None:
+        _atomic_write(
+            self.output / "run.json", json.dumps(self._run_info(started, todo, stopped), indent=2, sort_keys=True)
+        )
 
     def _usage(self) -> dict[str, Any]:
         usage = {}
@@ -423,6 +563,43 @@ class Evaluation:
             if client is not None:
                 usage[label] = client.usage.model_dump()
         return usage
+
+
+def _needs_verdict(record: Mapping[str, Any]) -> bool:
+    """A valid prediction without a judge score yet (a failed judge call or a bad verdict is asked again)."""
+    if record.get("failure"):
+        return False
+    judge = record.get("judge")
+    return judge is None or judge.get("score") is None
+
+
+def _judge_options(message: str) -> str:
+    """A client set-up message with the judge's option names (--api-base -> --judge-api-base, ...)."""
+    for option in ("--api-base", "--api-key-env", "--model"):
+        message = message.replace(option, f"--judge-{option[2:]}")
+    return message
+
+
+def _answered(completion: Any):
+    """A ``Complete`` callable for ``benchmarks.judge.judge`` that returns an answer already obtained."""
+
+    async def complete(messages: list[dict[str, str]]) -> Any:
+        return completion
+
+    return complete
+
+
+async def _as_completed(coroutines: Sequence[Any]):
+    """Results in completion order; the coroutines not finished when the consumer stops (an exception, e.g. the
+    failure budget) are cancelled and awaited, so nothing keeps calling the model."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        for next_done in asyncio.as_completed(tasks):
+            yield await next_done
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def run_evaluation(config: EvalConfig, output: str | Path, **kwargs: Any) -> dict[str, Any]:

@@ -5,12 +5,21 @@
     rescue-bench data synth N --output FILE
     rescue-bench tasks list | count [PATH] [--json]
     rescue-bench evaluate --tasks itp,rpp,... --agent NAME [--model M] [--judge-model J] --output runs/NAME
-    rescue-bench rollout --policy NAME|ALGO:MODEL.zip [--data PATH] [--reward PRESET] [--episodes N] [--json]
-                         [--render N]
+    rescue-bench rollout --policy NAME|ALGO:MODEL.zip | --model M [--split train|test|all] [--episodes N]
+                         [--few-shot K] [--history] [--reward PRESET] --output runs/NAME [--json] [--render N]
 
 PATH is the release JSONL, a directory of per-sample JSON files, or ``demo`` (the default: the embedded demo
-data). Data errors are reported as one line each, never as a traceback; exit code 1 means problems were found,
-2 a usage error.
+data). Errors are reported as one line each, never as a traceback.
+
+Exit codes:
+
+- 0: ok.
+- 1: data problems were found (``data validate``, an unreadable dataset), or a run finished with failed answers
+  or judge verdicts (unless ``--allow-failures``), or stopped at the failure budget (``--max-failures``); what it
+  has is kept, and re-running the same command resumes it.
+- 2: usage or set-up error: a bad option (e.g. a key pasted into ``--api-key-env``), a missing or empty key
+  variable, an unreachable endpoint, a refused key, an unknown model, or nothing to evaluate (0 samples, or 0
+  instances after ``--sample-ids``/``--limit``). Nothing is written to the run directory.
 """
 
 from __future__ import annotations
@@ -106,47 +115,104 @@ def _policy_name(value: str) -> str:
 
 
 def _add_rollout(commands: argparse._SubParsersAction) -> None:
+    from benchmarks.rollout import ENV_IDS
     from policies import POLICIES, PRIVILEGED, TRAINED
+    from rescue_env.data.splits import SPLITS
     from rescue_env.reward import PRESETS
 
     rollout = commands.add_parser(
         "rollout",
-        help="play a reference policy through the Rescue-v0 environment and report timing, target, strategy, returns",
-        description="Roll a non-LLM policy through Rescue-v0 (every conversation once by default, in dataset order) "
-        "and print timing P/R/F1 and accuracy, target exact match and Jaccard, strategy accuracy and the mean "
-        "return under every reward preset, per scenario and pooled. Privileged reference policies (which read "
-        f"the gold or the annotated state): {', '.join(sorted(PRIVILEGED))}. A trained stable-baselines3 model "
-        "(scripts/train_sb3.py) plays as ALGO:PATH.zip, read with the feature settings of its PATH.json sidecar.",
+        help="play a policy or an LLM therapist through Rescue-v0 and report timing, target, strategy, returns",
+        description="Play a built-in or trained policy (--policy) or an LLM as the therapist (--model) through "
+        "Rescue-v0, every conversation of the chosen split once, and report timing P/R/F1 and accuracy, target "
+        "exact match and Jaccard, strategy accuracy, failed decisions and the mean return under every reward "
+        "preset, per scenario and pooled, with 95%% bootstrap intervals over episodes. The run directory holds "
+        "config.json, trajectories.jsonl (one line per step), results.json/.csv/.md and run.json; re-running the "
+        "same command resumes it (finished episodes make no call). Privileged reference policies (they read the "
+        f"gold or the annotated state): {', '.join(sorted(PRIVILEGED))}. A trained stable-baselines3 model "
+        "(scripts/train_sb3.py) plays as ALGO:PATH.zip. Exit codes: 0 ok; 1 failed decisions (unless "
+        "--allow-failures) or stopped at --max-failures; 2 usage or set-up error.",
         epilog="examples:\n"
         "  rescue-bench rollout --policy heuristic\n"
-        "  rescue-bench rollout --policy ppo:runs/ppo-demo.zip\n"
-        "  rescue-bench rollout --policy oracle --data benchmark_191.jsonl --reward imitation --json\n"
+        "  rescue-bench rollout --model mock --split test                       # offline LLM-policy smoke test\n"
+        "  rescue-bench rollout --model openai/gpt-4o-mini --api-key-env OPENAI_API_KEY --data benchmark_191.jsonl \\\n"
+        "      --split test --max-connections 16 --output runs/gpt-4o-mini-test\n"
+        "  rescue-bench rollout --model openai/my-model --api-base http://127.0.0.1:8000/v1 --few-shot 4 --split test\n"
+        "  rescue-bench rollout --policy ppo:runs/ppo-demo.zip --split test\n"
         "  rescue-bench rollout --policy random --episodes 3 --seed 1 --render 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    rollout.add_argument(
+    agent = rollout.add_argument_group("policy (give --policy or --model)")
+    agent.add_argument(
         "--policy",
-        required=True,
+        default=None,
         type=_policy_name,
         metavar="NAME",
         help=", ".join(POLICIES) + ", or " + " / ".join(f"{a}:PATH.zip" for a in TRAINED) + " (a trained model)",
     )
-    rollout.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
-    rollout.add_argument(
-        "--reward", choices=list(PRESETS), default="combined", help="reward preset of the env (default: combined)"
+    agent.add_argument(
+        "--few-shot",
+        type=_count(0),
+        default=0,
+        metavar="K",
+        help="show the LLM K gold decisions per scenario from conversations outside the evaluated split "
+        "(needs --split train|test; default: %(default)s)",
     )
-    rollout.add_argument(
-        "--episodes", type=int, default=None, metavar="N", help="play N episodes (default: every conversation once)"
+    agent.add_argument(
+        "--history",
+        action="store_true",
+        help="show the LLM its own earlier decisions in the episode (default: off)",
     )
-    rollout.add_argument("--seed", type=int, default=0, help="seeds the env and the policy (default 0)")
-    rollout.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    rollout.add_argument(
+    data = rollout.add_argument_group("data and episodes")
+    data.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
+    data.add_argument("--sample-ids", default=None, metavar="FILE", help="play only the listed conversations")
+    data.add_argument(
+        "--split",
+        choices=list(SPLITS),
+        default="all",
+        help="the project's grouped split (couples and families never straddle train and test; default: %(default)s)",
+    )
+    data.add_argument(
+        "--test-fraction", type=float, default=0.2, metavar="F", help="share of the test side (default: %(default)s)"
+    )
+    data.add_argument(
+        "--episodes",
+        type=_count(1),
+        default=None,
+        metavar="N",
+        help="play N conversations, stratified over scenarios (default: every conversation of the split once)",
+    )
+    env = rollout.add_argument_group("environment")
+    env.add_argument("--env", dest="env_id", choices=list(ENV_IDS), default=ENV_IDS[0], help="(default: %(default)s)")
+    env.add_argument(
+        "--reward", choices=list(PRESETS), default="combined", help="reward preset of the env (default: %(default)s)"
+    )
+    env.add_argument(
+        "--mode",
+        choices=["dialogue", "audio", "visual", "audiovisual"],
+        default="dialogue",
+        help="which observable evidence the rows carry (default: %(default)s)",
+    )
+    env.add_argument(
+        "--context-size", type=_count(1), default=8, metavar="N", help="rows in each observation (default: %(default)s)"
+    )
+    model = rollout.add_argument_group("model (the LLM therapist)")
+    _add_model_arguments(model)
+    out = rollout.add_argument_group("output")
+    out.add_argument("--seed", type=int, default=0, help="seeds the split, the episodes and the policy (default 0)")
+    out.add_argument(
+        "--bootstrap", type=_count(0), default=1000, metavar="N", help="bootstrap resamples (default: %(default)s)"
+    )
+    out.add_argument("--output", "-o", default=None, metavar="DIR", help="run directory (default: runs/rollout-NAME)")
+    out.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    out.add_argument(
         "--render",
-        type=int,
+        type=_count(0),
         default=0,
         metavar="N",
-        help="print the text render of the first N steps (to stderr with --json)",
+        help="print the text render of the first N steps played (to stderr with --json; default: %(default)s)",
     )
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
     rollout.set_defaults(handler=_cmd_rollout)
 
 
@@ -155,11 +221,16 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "evaluate",
         help="score an agent or model on the six tasks (resumable run directory)",
         description="Evaluate an agent on RESCUE-Bench tasks. Re-running the same command resumes the run: "
-        "instances that already have an answer are not asked again.",
+        "instances that already have an answer are not asked again (API failures are asked again). Before the "
+        "first request the key variable is checked and one probe request is sent to the model (and the judge); a "
+        "problem stops the run with one line and exit code 2, before anything is written. Exit codes: 0 ok; 1 failed "
+        "answers or judge verdicts (unless --allow-failures), or stopped at --max-failures; 2 usage or set-up error, "
+        "or nothing to evaluate.",
         epilog="examples:\n"
         "  rescue-bench evaluate --agent heuristic --output runs/heuristic\n"
+        "  rescue-bench evaluate --model mock --tasks all --output runs/mock   # offline smoke test\n"
         "  rescue-bench evaluate --data benchmark_191.jsonl --tasks itp,rpp --model openai/gpt-4o-mini "
-        "--judge-model openai/gpt-4o --output runs/gpt-4o-mini\n"
+        "--api-key-env OPENAI_API_KEY --judge-model openai/gpt-4o --output runs/gpt-4o-mini\n"
         "  rescue-bench evaluate --model openai/my-model --api-base http://127.0.0.1:8000/v1 --output runs/local",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -175,18 +246,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="oracle, random, majority, heuristic, or litellm (default: litellm if --model, else heuristic)",
     )
-    model.add_argument("--model", default=None, help="any litellm model string, e.g. openai/gpt-4o-mini")
-    model.add_argument("--api-base", default=None, help="OpenAI-compatible endpoint, e.g. a local server")
-    model.add_argument(
-        "--api-key-env",
-        default=None,
-        metavar="VAR",
-        help="name of the environment variable holding the key (the key is never written)",
-    )
-    model.add_argument("--max-connections", type=int, default=8, help="concurrent requests (default 8)")
-    model.add_argument("--max-tokens", type=int, default=2048)
-    model.add_argument("--temperature", type=float, default=0.0)
-    model.add_argument("--cache-dir", default=None, help="response cache (default: OUTPUT/cache)")
+    _add_model_arguments(model)
     prompt = evaluate.add_argument_group("prompts")
     prompt.add_argument("--mode", choices=["dialogue", "audio", "visual", "audiovisual"], default="dialogue")
     prompt.add_argument(
@@ -202,9 +262,21 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         help="instances per request (default: the paper's per task; 1 = one per request)",
     )
     scoring = evaluate.add_argument_group("scoring")
-    scoring.add_argument("--judge-model", default=None, help="litellm model for ER/VP judging (none: 'not run')")
-    scoring.add_argument("--judge-api-base", default=None)
-    scoring.add_argument("--judge-api-key-env", default=None, metavar="VAR")
+    scoring.add_argument(
+        "--judge-model",
+        default=None,
+        metavar="MODEL",
+        help="litellm model (or 'mock') for ER/VP judging; checked and probed like --model (default: none, the "
+        "judge metrics are 'not run')",
+    )
+    scoring.add_argument("--judge-api-base", default=None, metavar="URL", help="judge endpoint (default: --api-base)")
+    scoring.add_argument(
+        "--judge-api-key-env",
+        type=_env_var_name,
+        default=None,
+        metavar="VAR",
+        help="NAME of the variable holding the judge's key (default: --api-key-env)",
+    )
     scoring.add_argument(
         "--vp-rubric",
         choices=["likert", "authors"],
@@ -225,6 +297,116 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     out.add_argument("--output", "-o", default=None, metavar="DIR", help="run directory (default: runs/AGENT)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(handler=_cmd_evaluate)
+
+
+def _env_var_name(value: str) -> str:
+    """argparse type for ``--api-key-env``: the NAME of a variable; a pasted key is refused without echoing it."""
+    from agents.client import check_env_name
+
+    try:
+        return check_env_name(value)
+    except ValueError:
+        # ArgumentTypeError's text is shown as is: argparse does not append the offending value.
+        raise argparse.ArgumentTypeError(
+            "expected the NAME of an environment variable (letters, digits, '_'), e.g. OPENAI_API_KEY; "
+            "it looks like a key was pasted instead (not shown) - export it and pass the variable's name"
+        ) from None
+
+
+def _failure_budget(value: str):
+    from benchmarks.failures import FailureBudget
+
+    try:
+        return FailureBudget.parse(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value!r}")
+    return number
+
+
+def _count(minimum: int):
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {value!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value!r}")
+        return number
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _add_model_arguments(group: argparse._ArgumentGroup) -> None:
+    """The model options shared by ``evaluate`` and ``rollout``: which model, how to call it, how many failures."""
+    from benchmarks.failures import DEFAULT_BUDGET
+
+    group.add_argument(
+        "--model",
+        default=None,
+        metavar="MODEL",
+        help="any litellm model string (e.g. openai/gpt-4o-mini, or openai/NAME with --api-base for a local "
+        "OpenAI-compatible server), or 'mock': an offline model that answers every item with the prompt's example",
+    )
+    group.add_argument(
+        "--api-base", default=None, metavar="URL", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"
+    )
+    group.add_argument(
+        "--api-key-env",
+        type=_env_var_name,
+        default=None,
+        metavar="VAR",
+        help="NAME of the environment variable holding the key (the key itself is never written); it must be set "
+        "and non-empty. Default: litellm's provider variable (e.g. OPENAI_API_KEY), none for a local --api-base",
+    )
+    group.add_argument(
+        "--max-connections", type=_count(1), default=8, metavar="N", help="concurrent requests (default: %(default)s)"
+    )
+    group.add_argument(
+        "--max-tokens", type=_count(1), default=2048, metavar="N", help="answer token limit (default: %(default)s)"
+    )
+    group.add_argument(
+        "--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (default: %(default)s)"
+    )
+    group.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=120.0,
+        metavar="S",
+        help="seconds per request before it counts as timed out (default: %(default)s)",
+    )
+    group.add_argument(
+        "--max-retries",
+        type=_count(0),
+        default=4,
+        metavar="N",
+        help="retries of a request after a timeout, 429, 5xx or dropped connection, with exponential back-off "
+        "(default: %(default)s)",
+    )
+    group.add_argument("--cache-dir", default=None, metavar="DIR", help="response cache (default: OUTPUT/cache)")
+    group.add_argument(
+        "--max-failures",
+        type=_failure_budget,
+        default=_failure_budget(DEFAULT_BUDGET),
+        metavar="N|P%",
+        help="stop the run once more than N requests, or P%% of the model (and judge) requests planned in this "
+        "invocation, failed after their retries (answers so far are kept; re-run the same command to resume; "
+        f"0 = stop at the first failure; default: {DEFAULT_BUDGET.replace('%', '%%')})",
+    )
+    group.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 even if some answers or judge verdicts failed (they are scored wrong / not scored)",
+    )
 
 
 def _load(args: argparse.Namespace, strict: bool = False) -> Dataset:
@@ -322,11 +504,15 @@ def _cmd_tasks_count(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from agents.client import ModelSetupError
+    from benchmarks.failures import ErrorTally, FailureBudgetExceeded
     from benchmarks.registry import parse_task_list
     from benchmarks.reporting import results_table
-    from benchmarks.runner import EvalConfig, Evaluation
+    from benchmarks.runner import API_FAILURE, EvalConfig, Evaluation
 
     agent = args.agent or ("litellm" if args.model else "heuristic")
+    output = args.output or f"runs/{(args.model or agent).replace('/', '_')}"
+    tally = ErrorTally()
     try:
         config = EvalConfig(
             data=args.data,
@@ -353,71 +539,189 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             seed=args.seed,
             bootstrap=args.bootstrap,
         )
-        output = args.output or f"runs/{(args.model or agent).replace('/', '_')}"
+        if args.limit is not None and args.limit < 0:
+            raise ValueError(f"--limit must be >= 0, got {args.limit}")
+        dataset = load_dataset(config.data, sample_ids=config.sample_ids)
+        _report_problems(dataset)
         evaluation = Evaluation(
             config,
             output,
             max_connections=args.max_connections,
             cache_dir=args.cache_dir,
             progress=not args.no_progress,
+            dataset=dataset,
+            timeout=args.timeout,
+            max_retries=args.max_retries,
+            max_failures=args.max_failures,
+            tally=tally,
         )
         results = evaluation.run()
-    except ValueError as exc:
+    except ModelSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except FailureBudgetExceeded as exc:
+        _print_tally(tally)
+        answered = evaluation.answered()
+        print(
+            f"error: stopped: {exc.failures} failed model calls, more than the {exc.limit} allowed by --max-failures "
+            f"{args.max_failures.spec} (of {evaluation.planned_requests} planned requests). {answered} answer(s) are "
+            f"kept in {output}/predictions.jsonl; fix the cause and re-run the same command to resume (answered "
+            "instances are not asked again).",
+            file=sys.stderr,
+        )
+        return 1
+    except ValueError as exc:  # bad settings, nothing to evaluate, a run directory with other settings
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(results_table(results))
-    failures = {name: task["failures"] for name, task in results["tasks"].items() if task["failures"]}
+    _print_tally(tally)
+    failures = {name: task["failure_kinds"] for name, task in results["tasks"].items() if task["failures"]}
+    judged = {name: task["judge_failure_kinds"] for name, task in results["tasks"].items() if task["judge_failures"]}
     if failures:
         print(f"failed answers (scored wrong): {failures}")
+    if judged:
+        print(f"failed judge verdicts (not scored): {judged}")
     print(f"results: {output}/results.md, results.json, results.csv, predictions.jsonl")
+    if (failures or judged) and not args.allow_failures:
+        failed = sum(task["failures"] for task in results["tasks"].values())
+        failed_judge = sum(task["judge_failures"] for task in results["tasks"].values())
+        total = sum(task["instances"] for task in results["tasks"].values())
+        retry = any(API_FAILURE in kinds for kinds in (*failures.values(), *judged.values()))
+        parts = [f"{failed} of {total} instances failed"] if failed else []
+        parts += [f"{failed_judge} judge verdict(s) failed"] if failed_judge else []
+        print(
+            "error: "
+            + " and ".join(parts)
+            + (" (re-run the same command to ask the API failures again)" if retry else "")
+            + "; pass --allow-failures to accept them",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _print_tally(tally) -> None:
+    """The failed model calls of a run, each distinct error once with its count (to stderr)."""
+    if tally.total:
+        print(f"{tally.total} model call(s) failed after retries:", file=sys.stderr)
+        for line in tally.summary():
+            print(f"  {line}", file=sys.stderr)
 
 
 def _cmd_rollout(args: argparse.Namespace) -> int:
-    from policies import make_policy
+    from agents.client import ModelSetupError
+    from benchmarks.failures import ErrorTally, FailureBudgetExceeded
+    from benchmarks.rollout import Rollout, RolloutConfig, format_results
     from rescue_env.env import RescueEnv
-    from rescue_env.evaluation import evaluate_policy, format_report
 
-    if args.episodes is not None and args.episodes < 1:
-        print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
-        return 2
-    if args.render < 0:
-        print(f"error: --render must be >= 0, got {args.render}", file=sys.stderr)
-        return 2
-    dataset = load_dataset(args.data)
-    _report_problems(dataset)
-    try:
-        env = RescueEnv(
-            dataset,
-            reward=args.reward,
-            sample_order="sequential",
-            render_mode="ansi" if args.render else None,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        policy = make_policy(args.policy, env, args.seed)
-    except (OSError, ImportError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    rendered = 0
-    out = sys.stderr if args.json else sys.stdout
+    name = args.policy or args.model or "?"
+    output = args.output or f"runs/rollout-{name.replace('/', '_').replace(':', '_')}"
+    tally = ErrorTally()
+    renders: list[str] = []
 
     def show(env: RescueEnv, info: dict) -> None:
-        nonlocal rendered
-        if rendered < args.render:
-            print(env.render(), end="", file=out)
-            rendered += 1
+        if len(renders) < args.render:
+            renders.append(env.render() or "")
 
-    report = evaluate_policy(policy, env, episodes=args.episodes, seed=args.seed, on_step=show)
-    if args.json:
-        print(report.to_json())
-    else:
-        if rendered:
-            print()
-        print(format_report(report))
+    try:
+        config = RolloutConfig(
+            data=args.data,
+            sample_ids=args.sample_ids,
+            split=args.split,
+            split_seed=args.seed,
+            test_fraction=args.test_fraction,
+            episodes=args.episodes,
+            env_id=args.env_id,
+            reward=args.reward,
+            mode=args.mode,
+            context_size=args.context_size,
+            policy=args.policy,
+            model=args.model,
+            api_base=args.api_base,
+            api_key_env=args.api_key_env,
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            few_shot=args.few_shot,
+            history=args.history,
+            seed=args.seed,
+            bootstrap=args.bootstrap,
+        )
+    except ValueError as exc:
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    dataset = load_dataset(config.data)
+    _report_problems(dataset)
+    rollout = None
+    try:
+        rollout = Rollout(
+            config,
+            output,
+            max_connections=args.max_connections,
+            cache_dir=args.cache_dir,
+            progress=not args.no_progress,
+            dataset=dataset,
+            timeout=args.timeout,
+            max_retries=args.max_retries,
+            max_failures=args.max_failures,
+            tally=tally,
+            on_step=show if args.render else None,
+        )
+        results = rollout.run()
+    except ModelSetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except FailureBudgetExceeded as exc:
+        _print_tally(tally)
+        kept = rollout.finished_episodes() if rollout is not None else 0
+        print(
+            f"error: stopped: {exc.failures} failed model calls, more than the {exc.limit} allowed by --max-failures "
+            f"{args.max_failures.spec} (of {rollout.planned} planned decisions). {kept} finished episode(s) are kept "
+            f"in {output}/trajectories.jsonl; fix the cause and re-run the same command to resume (finished "
+            "episodes are not played again).",
+            file=sys.stderr,
+        )
+        return 1
+    except (OSError, ImportError, ValueError) as exc:  # a trained model that cannot be read, other settings ...
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    out = sys.stderr if args.json else sys.stdout
+    if args.render and not renders:
+        print("(--render: no step was played in this invocation: every episode was already on disk)", file=out)
+    for text in renders:
+        print(text, end="", file=out)
+    if renders:
+        print(file=out)
+    report = rollout.report(results)
+    print(report.to_json() if args.json else format_results(results))
+    _print_tally(tally)
+    failed = report.scopes["all"].failed_steps
+    print(f"results: {output}/results.md, results.json, results.csv, trajectories.jsonl", file=out)
+    if failed and not args.allow_failures:
+        retry = "api_error" in report.scopes["all"].failures
+        print(
+            f"error: {failed} of {report.scopes['all'].steps} decisions failed and became 'keep listening' "
+            f"({report.scopes['all'].failures})"
+            + ("; re-run the same command to play the episodes with API failures again" if retry else "")
+            + "; pass --allow-failures to accept them",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _first_error(exc: BaseException) -> str:
+    """One line for a pydantic ValidationError (its first error, without the input) or any other error."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+        except Exception:
+            first = None
+        if first:
+            where = ".".join(str(p) for p in first.get("loc", ()) if p != "__root__")
+            message = str(first.get("msg", exc)).removeprefix("Value error, ")
+            return f"{where}: {message}" if where else message
+    return " ".join(str(exc).split())
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

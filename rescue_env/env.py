@@ -163,7 +163,7 @@ class RescueEnv(gym.Env):
         self.render_mode = render_mode
         self._presets = {name: RewardConfig.preset(name, **self._constants()) for name in PRESETS}
         self._episodes: dict[str, Episode] = {}
-        self.samples = [s for s in self.dataset.samples if self._decision_rows(s)]
+        self.samples = [s for s in self.dataset.samples if self.decision_rows(s)]
         self._playable = {s.sample_id for s in self.samples}
         if not self.samples:
             raise ValueError(f"{self.dataset.source}: no conversation has a decision point")
@@ -206,7 +206,9 @@ class RescueEnv(gym.Env):
         c = self.reward_config
         return {"lam": c.lam, "kappa": c.kappa, "gamma": c.gamma, "max_age": c.max_age, "utility": c.utility}
 
-    def _decision_rows(self, sample: Sample) -> list[int]:
+    def decision_rows(self, sample: Sample) -> list[int]:
+        """Row positions after which the agent decides (every client row but the last row; therapist rows too
+        with ``decide_after_therapist``): the episode's length without precomputing it."""
         rows = sample.rows
         return [p for p in range(len(rows) - 1) if self.decide_after_therapist or not is_therapist(rows[p])]
 
@@ -229,7 +231,7 @@ class RescueEnv(gym.Env):
         header = normalise_text(render_header(scenario, people, self.max_participants))
         budget = max(0, self.max_chars - len(header))
         labels = relation_patterns(scenario)
-        decision_rows = self._decision_rows(sample)
+        decision_rows = self.decision_rows(sample)
         points = []
         for step, row in enumerate(decision_rows):
             rows_text = normalise_text(render_rows(sample, window(row, self.context_size), self.mode))

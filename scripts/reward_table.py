@@ -4,7 +4,7 @@
     python scripts/reward_table.py --grid [--data PATH]
 
 PATH defaults to ../shared/data/rescue_text.jsonl when present, else the demo data. Each policy plays every
-conversation once (``rescue_env.evaluation`` order). The table gives the mean return per episode under
+conversation once (``benchmarks.rollout.evaluate_policy`` order). The table gives the mean return per episode under
 ``imitation``, ``group`` and ``combined`` (``--group-weight`` = the weight of the group objective inside
 ``combined``), per scenario and pooled, then checks the design conditions: the oracle leads under imitation and
 combined, and no constant policy (always-everyone, never, most-distressed) wins group.
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.rollout_results import SCOPES, table
 from policies import CONSTANT, make_policy
 from rescue_env.env import RescueEnv
-from rescue_env.evaluation import SCOPES, table
 from rescue_env.reward import PRESETS, RewardConfig, group_objective, group_state, mean_wellbeing
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"

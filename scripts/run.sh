@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Set up a fresh machine and run the main job on the embedded demo data: the heuristic agent on all six tasks.
+# Set up a fresh machine and run the main job on the embedded demo data: the heuristic agent on all six tasks,
+# then an LLM-policy rollout of the environment with the offline mock model (no network, no key).
 # Extra arguments go to `rescue-bench evaluate` (e.g. --agent oracle, or --model ... --judge-model ...).
 set -euo pipefail
 # shellcheck source=scripts/setup.sh
 . "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 rescue-bench data validate demo
 rescue-bench evaluate --data demo --tasks all --agent heuristic --output runs/demo-heuristic "$@"
+rescue-bench rollout --data demo --model mock --output runs/demo-rollout-mock

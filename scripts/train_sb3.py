@@ -12,7 +12,7 @@ provenance), which ``rescue-bench rollout --policy ALGO:OUTPUT`` reads.
 Then every conversation of --eval-data (default: --data, i.e. the training conversations: an in-sample figure;
 --holdout F instead keeps a seeded, per-scenario share F of the conversations of --data out of training and
 evaluates on those) is played once, in dataset order, by the trained policy and by --baselines (default random and
-heuristic), under the same reward and observation settings, with ``rescue_env.evaluation.evaluate_policy``. The
+heuristic), under the same reward and observation settings, with ``benchmarks.rollout.evaluate_policy``. The
 script prints one table per scope (pooled, couple, family): timing P/R/F1 and accuracy, target exact match and
 Jaccard, strategy accuracy, invalid steps and the mean return under the env's reward and under every preset.
 Nothing guarantees that the trained policy beats the heuristic.
@@ -28,12 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.rollout import evaluate_policy
+from benchmarks.rollout_results import SCOPES, PolicyReport, table
 from policies import POLICIES, make_policy
 from policies.sb3 import ALGO_DEFAULTS, ALGORITHMS, FEATURE_DEFAULTS, SB3Policy, fit, sidecar_path
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.schema import SCENARIOS
 from rescue_env.env import RescueEnv
-from rescue_env.evaluation import SCOPES, PolicyReport, evaluate_policy, table
 from rescue_env.rendering import MODES
 from rescue_env.reward import PRESETS
 

@@ -71,7 +71,7 @@ def test_stats_json_has_the_documented_keys(capsys) -> None:
 
 def test_stats_text_and_filters(tmp_path: Path, capsys) -> None:
     ids = tmp_path / "ids.txt"
-    ids.write_text("demo_couple/001_maya_and_jordan\n")
+    ids.write_text("demo_maya_and_jordan/001\n")
     assert main(["data", "stats", "--sample-ids", str(ids), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["all"]["samples"] == 1
     assert main(["data", "stats", "demo", "--limit", "2"]) == 0

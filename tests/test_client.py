@@ -14,8 +14,17 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agents.client import MAX_ERROR_CHARS, Completion, LLMClient, ModelConfig, redact
+from agents.client import (
+    MAX_ERROR_CHARS,
+    Completion,
+    LLMClient,
+    ModelConfig,
+    ModelSetupError,
+    check_model_config,
+    redact,
+)
 from agents.fake_server import DEFAULT_REPLY, GARBAGE_REPLY, FakeOpenAIServer, Fault
+from agents.mock import MOCK_MODEL, is_mock, mock_responder
 
 SECRET = "sk-test-SECRET123"
 MESSAGES = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": "How are you feeling?"}]
@@ -329,3 +338,162 @@ def test_key_is_sent_as_bearer_and_success_is_cached_without_it(
     assert out.ok and again.cached and server.request_count == 1
     (path,) = cache_files(tmp_path)
     assert "SECRET123" not in path.read_text(encoding="utf-8") and "SECRET123" not in path.name
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# set-up checks, the probe and the mock model
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_check_model_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RESCUE_TEST_UNSET_KEY", raising=False)
+    with pytest.raises(ModelSetupError, match="RESCUE_TEST_UNSET_KEY.*not set or empty") as info:
+        check_model_config(ModelConfig(model="openai/gpt-4o-mini", api_key_env="RESCUE_TEST_UNSET_KEY"))
+    assert "\n" not in str(info.value) and info.value.cause == "auth"
+    monkeypatch.setenv("RESCUE_TEST_UNSET_KEY", "")
+    with pytest.raises(ModelSetupError, match="not set or empty"):
+        check_model_config(ModelConfig(model="openai/gpt-4o-mini", api_key_env="RESCUE_TEST_UNSET_KEY"))
+    with pytest.raises(ModelSetupError, match="model string is empty"):
+        check_model_config(ModelConfig(model="  "))
+    with pytest.raises(ModelSetupError, match="--api-base must be an http"):
+        check_model_config(ModelConfig(model="openai/x", api_base="127.0.0.1:8000"))
+    # no key variable named: a local server needs none; a mock model needs nothing at all
+    check_model_config(ModelConfig(model="openai/x", api_base="http://127.0.0.1:8000/v1"))
+    check_model_config(ModelConfig(model=MOCK_MODEL, api_key_env="RESCUE_TEST_UNSET_KEY"))
+
+
+def test_env_var_name_refuses_a_pasted_key_without_echoing_it() -> None:
+    from benchmarks.runner import EvalConfig
+
+    for build in (
+        lambda: ModelConfig(model="openai/x", api_key_env="sk-abc-123-PASTED"),
+        lambda: EvalConfig(api_key_env="sk-abc-123-PASTED"),
+        lambda: EvalConfig(judge_api_key_env="sk-abc-123-PASTED"),
+    ):
+        with pytest.raises(ValidationError) as info:
+            build()
+        assert "PASTED" not in str(info.value) and "NAME of an environment variable" in str(info.value)
+    assert EvalConfig(api_key_env="OPENAI_API_KEY").api_key_env == "OPENAI_API_KEY"
+
+
+def test_probe_succeeds_without_counting_a_call_or_caching(tmp_path: Path) -> None:
+    with FakeOpenAIServer() as server:
+        client = local_client(server, cache_dir=tmp_path)
+        run(client.probe())
+        (body,) = server.requests
+    assert body["max_tokens"] <= 16
+    assert client.usage.probe_calls == 1 and client.usage.calls == 0 and client.usage.failures == 0
+    assert cache_files(tmp_path) == []
+
+
+def test_probe_connection_refused_stops_at_once() -> None:
+    client = LLMClient(
+        ModelConfig(model="openai/fake", api_base=f"http://127.0.0.1:{closed_port()}/v1"),
+        max_retries=4,
+        backoff_base=1.0,
+    )
+    started = time.monotonic()
+    with pytest.raises(ModelSetupError) as info:
+        run(client.probe())
+    assert time.monotonic() - started < 8  # no back-off sleeps: a refused connection is not retried
+    assert info.value.cause == "connection" and "--api-base" in str(info.value) and "\n" not in str(info.value)
+    assert client.usage.probe_calls == 1 and client.usage.calls == 0
+
+
+def test_probe_401_names_the_key_option_and_not_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESCUE_TEST_API_KEY", SECRET)
+    with FakeOpenAIServer(expected_api_key="the-right-key") as server:  # its 401 message quotes the key it got
+        client = local_client(server, api_key_env="RESCUE_TEST_API_KEY", max_retries=3)
+        with pytest.raises(ModelSetupError) as info:
+            run(client.probe())
+        assert server.request_count == 1  # not retried
+    message = str(info.value)
+    assert info.value.cause == "auth" and "--api-key-env" in message and "RESCUE_TEST_API_KEY" in message
+    assert "SECRET123" not in message
+
+
+def test_probe_404_unknown_model_names_the_model_option() -> None:
+    with FakeOpenAIServer(known_models=["fake"]) as server:
+        client = LLMClient(ModelConfig(model="openai/no-such-model", api_base=server.base_url), max_retries=3)
+        with pytest.raises(ModelSetupError) as info:
+            run(client.probe())
+        assert server.request_count == 1
+        # the known model is served as usual, and listed
+        assert run(local_client(server).complete(MESSAGES)).ok
+        with urllib.request.urlopen(server.base_url + "/models", timeout=5) as resp:
+            assert [m["id"] for m in json.loads(resp.read())["data"]] == ["fake"]
+    assert info.value.cause == "model" and "--model" in str(info.value) and "no-such-model" in str(info.value)
+
+
+def test_probe_retries_server_errors_then_raises() -> None:
+    with FakeOpenAIServer(faults=lambda i, body: Fault("503")) as server:
+        client = local_client(server, max_retries=1)
+        with pytest.raises(ModelSetupError) as info:
+            run(client.probe())
+        assert server.request_count == 2
+    assert info.value.cause == "server" and "after 2 attempts" in str(info.value)
+    assert client.usage.probe_calls == 2 and client.usage.retries == 0 and client.usage.calls == 0
+
+
+def test_missing_provider_credentials_are_an_auth_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    # litellm reports a missing OPENAI_API_KEY as a 500 "Missing credentials": not retried, and named as such
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = LLMClient(ModelConfig(model="openai/gpt-4o-mini"), max_retries=3, backoff_base=1.0)
+    started = time.monotonic()
+    with pytest.raises(ModelSetupError) as info:
+        run(client.probe())
+    assert time.monotonic() - started < 5 and client.usage.probe_calls == 1
+    assert info.value.cause == "auth" and "--api-key-env" in str(info.value)
+
+
+def test_failed_calls_log_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="agents.client")
+    with FakeOpenAIServer(faults=lambda i, body: Fault("500")) as server:
+        client = local_client(server, max_retries=1)
+
+        async def three() -> list[Completion]:
+            return await asyncio.gather(*(client.complete([{"role": "user", "content": f"q{i}"}]) for i in range(3)))
+
+        outs = run(three())
+    assert all(not o.ok and o.status_code == 500 for o in outs)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # the caller tallies and reports
+    assert any("failed after 2 attempt(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_mock_model_needs_no_network_and_answers_task_prompts(tmp_path: Path) -> None:
+    from benchmarks.base import PromptOptions
+    from benchmarks.registry import get_task, make_batches
+    from rescue_env.data import load_dataset
+
+    assert is_mock("mock") and not is_mock("openai/mock") and not is_mock(None)
+    client = LLMClient(ModelConfig(model=MOCK_MODEL), cache_dir=tmp_path)
+    run(client.probe())  # returns at once, sends nothing
+    assert client.usage.probe_calls == 0
+    dataset = load_dataset("demo")
+    samples = {s.sample_id: s for s in dataset}
+    for name in ("itp", "rpp", "stp", "ssp", "er", "vp"):
+        task = get_task(name)
+        batch = make_batches(task.build_instances(dataset.samples), task.batch_size)[0]
+        out = run(client.complete(task.render(batch, samples, PromptOptions(mode="dialogue"))))
+        assert out.ok and not out.cached, name
+        predictions = task.parse(out.text, batch)
+        assert all(p.ok for p in predictions), (name, [p.failure for p in predictions])
+    assert client.usage.calls == 6 and client.usage.failures == 0
+    assert {json.loads(p.read_text())["model"] for p in cache_files(tmp_path)} == {"mock"}
+
+
+def test_mock_responder_fills_judge_templates() -> None:
+    from benchmarks import judge
+
+    likert = judge.er_judge_messages(speaker="Maya", gold_emotion="hurt", predicted_emotion="sad")
+    assert judge.parse_judge_answer(mock_responder(likert)).score == 3.0
+    authors = judge.vp_judge_messages(speaker="Maya", gold=[], predicted=[], rubric="authors")
+    assert judge.parse_judge_answer(mock_responder(authors), "authors").score == 1.0 + 2.0
+    assert mock_responder([{"role": "user", "content": "hello"}]) == DEFAULT_REPLY

@@ -58,8 +58,8 @@ def test_participants_in_order_of_first_appearance() -> None:
     record["rows"][0]["target"] = ["Family"]
     record["rows"][0]["support_strategy"] = [{"target": ["Dee", "Bo"], "strategy_type": "join"}]
     record["rows"][1]["target"] = ["Ana"]
-    # Dee appears first (strategy target of row 1), then Bo, Ana; Cy only in the participants field.
-    assert participants(_sample(record)) == ["Dee", "Bo", "Ana", "Cy"]
+    # Bo, then Ana; Cy only in the participants field. Dee is only an annotated strategy target: never shown.
+    assert participants(_sample(record)) == ["Bo", "Ana", "Cy"]
 
 
 def test_target_members_keeps_real_subsets() -> None:

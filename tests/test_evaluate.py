@@ -59,13 +59,14 @@ def test_litellm_agent_through_a_local_server(tmp_path: Path) -> None:
     with FakeOpenAIServer(example_responder) as server:
         results = run(tmp_path, "llm", agent="litellm", model="openai/fake", api_base=server.base_url)
         asked = server.request_count
-        assert asked == len(
+        assert asked == 1 + len(  # one probe request, then one request per prompt
             {
                 json.loads(line)["prompt_hash"]
                 for line in (tmp_path / "llm" / "predictions.jsonl").read_text().splitlines()
             }
         )
-        # Resume: nothing is asked again.
+        assert server.requests[0]["messages"] == [{"role": "user", "content": "Reply with the word OK."}]
+        # Resume: nothing is asked again (not even the probe: there is nothing to ask).
         again = run(tmp_path, "llm", agent="litellm", model="openai/fake", api_base=server.base_url)
         assert server.request_count == asked
     assert results["tasks"]["itp"]["failures"] == 0 and again == results
@@ -182,7 +183,11 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
 
 def test_key_never_leaks_from_errors(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("RESCUE_TEST_KEY", "sk-planted-SECRET-777")
-    with FakeOpenAIServer(example_responder, faults=lambda i, b: Fault("500", echo_auth=True)) as server:
+
+    def faults(index: int, body: dict) -> Fault | None:  # the probe (request 0) passes, then every call fails
+        return None if index == 0 else Fault("500", echo_auth=True)
+
+    with FakeOpenAIServer(example_responder, faults=faults) as server:
         config = EvalConfig(
             tasks=["itp"],
             agent="litellm",
@@ -193,8 +198,9 @@ def test_key_never_leaks_from_errors(tmp_path: Path, monkeypatch, capsys) -> Non
             bootstrap=0,
             limit=4,
         )
-        evaluation = Evaluation(config, tmp_path / "errors", progress=False, command=["test"])
-        evaluation._client_for(judge=False).backoff_base = 0.001
+        evaluation = Evaluation(
+            config, tmp_path / "errors", progress=False, command=["test"], backoff_base=0.001, max_failures="100%"
+        )
         results = evaluation.run()
     assert results["tasks"]["itp"]["failure_kinds"] == {"api_error": 4}
     texts = [p.read_text(errors="replace") for p in (tmp_path / "errors").rglob("*") if p.is_file()]
@@ -266,3 +272,217 @@ def test_judge_phase_scores_er_and_vp(tmp_path: Path, rubric: str) -> None:
     expected = 5.0 if rubric == "authors" else 4.0
     assert vp["scopes"]["all"]["metrics"]["judge"]["value"] == expected
     assert results["tasks"]["er"]["judge"] is None  # the judge ran
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# set-up errors, the failure budget and exit codes (rescue_env.cli.main, as a user runs it)
+
+
+def _evaluate(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["evaluate", "--no-progress", "--bootstrap", "0", "--no-bertscore", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_unset_key_variable_stops_before_anything_is_written(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("RESCUE_TEST_UNSET_KEY", raising=False)
+    out_dir = tmp_path / "run"
+    code, out, err = _evaluate(
+        capsys, "--model", "openai/gpt-4o-mini", "--api-key-env", "RESCUE_TEST_UNSET_KEY", "--output", str(out_dir)
+    )
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: ") and "RESCUE_TEST_UNSET_KEY" in line and "not set" in line
+    assert not out_dir.exists()
+    # the judge's key variable is checked the same way
+    code, _, err = _evaluate(
+        capsys, "--agent", "oracle", "--tasks", "er", "--judge-model", "openai/gpt-4o",
+        "--judge-api-key-env", "RESCUE_TEST_UNSET_KEY", "--output", str(out_dir),
+    )  # fmt: skip
+    assert code == 2 and "judge" in err and "--judge-api-key-env" in err and not out_dir.exists()
+
+
+def test_pasted_key_is_refused_at_parse_time_and_never_echoed(tmp_path: Path, capsys) -> None:
+    out_dir = tmp_path / "run"
+    for option in ("--api-key-env", "--judge-api-key-env"):
+        with pytest.raises(SystemExit) as info:
+            main(["evaluate", "--model", "openai/x", option, "sk-abc-123-PASTEDKEY", "--output", str(out_dir)])
+        assert info.value.code == 2
+        captured = capsys.readouterr()
+        assert "PASTEDKEY" not in captured.out + captured.err
+        assert f"argument {option}: expected the NAME of an environment variable" in captured.err
+    assert not out_dir.exists()
+
+
+def test_dead_api_base_stops_within_seconds(tmp_path: Path, capsys) -> None:
+    started = time.monotonic()
+    code, out, err = _evaluate(
+        capsys, "--model", "openai/fake", "--api-base", f"http://127.0.0.1:{_closed_port()}/v1",
+        "--output", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert time.monotonic() - started < 15
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: cannot connect to openai/fake") and "--api-base" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_refused_key_and_unknown_model_stop_with_exit_2(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("RESCUE_TEST_KEY", "sk-wrong-SECRET-5150")
+    with FakeOpenAIServer(example_responder, expected_api_key="sk-right", known_models=["fake"]) as server:
+        common = ["--api-base", server.base_url, "--api-key-env", "RESCUE_TEST_KEY", "--max-retries", "1"]
+        code, _, err = _evaluate(capsys, "--model", "openai/fake", *common, "--output", str(tmp_path / "a"))
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        assert "refused the credentials" in err and "--api-key-env" in err and "SECRET-5150" not in err
+        monkeypatch.setenv("RESCUE_TEST_KEY", "sk-right")
+        code, _, err = _evaluate(capsys, "--model", "openai/gpt-9", *common, "--output", str(tmp_path / "b"))
+        assert code == 2 and len(err.strip().splitlines()) == 1
+        assert "unknown model 'openai/gpt-9'" in err and "--model" in err
+        assert server.request_count == 2  # one probe each, nothing else
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_failure_budget_stops_the_run_then_the_same_command_resumes(tmp_path: Path, capsys) -> None:
+    healthy = {"value": False}
+
+    def faults(index: int, body: dict) -> Fault | None:  # the probe passes, then every call fails ...
+        return None if index == 0 or healthy["value"] else Fault("500")
+
+    out_dir = tmp_path / "run"
+    with FakeOpenAIServer(example_responder, faults=faults) as server:
+        command = [
+            "--model", "openai/fake", "--api-base", server.base_url, "--tasks", "itp", "--batch-size", "1",
+            "--limit", "10", "--max-retries", "0", "--max-connections", "1", "--output", str(out_dir),
+        ]  # fmt: skip
+        code, out, err = _evaluate(capsys, *command)
+        assert code == 1 and out == ""
+        lines = err.strip().splitlines()
+        # 10 planned requests, 20% -> 2 allowed: the 3rd failure stops the run; the error is printed once, counted
+        assert lines[0].startswith("warning: model call failed: InternalServerError: ")
+        assert lines[0].endswith("(repeats are counted, not printed)") and "(injected fault)" in lines[0]
+        assert lines[1] == "3 model call(s) failed after retries:"
+        assert lines[2].startswith("  3x InternalServerError: ") and "(injected fault)" in lines[2]
+        assert len(lines) == 4 and lines[3].startswith("error: stopped: 3 failed model calls, more than the 2")
+        assert "--max-failures 20% (of 10 planned requests)" in lines[3] and "re-run the same command" in lines[3]
+        assert server.request_count == 4  # the probe and 3 calls: the run did stop
+        assert (out_dir / "config.json").is_file() and not (out_dir / "results.json").exists()
+        run_info = json.loads((out_dir / "run.json").read_text())
+        assert run_info["stopped_at_failure_budget"] and run_info["failed_calls"] == 3
+
+        healthy["value"] = True  # ... until the cause is fixed: the same command resumes and finishes
+        code, out, err = _evaluate(capsys, *command)
+    assert code == 0, err
+    assert err == "" and "| Both |" in out
+    results = json.loads((out_dir / "results.json").read_text())
+    assert results["tasks"]["itp"]["failures"] == 0 and results["tasks"]["itp"]["instances"] == 10
+
+
+def test_failed_answers_exit_1_unless_allowed(tmp_path: Path, capsys) -> None:
+    with FakeOpenAIServer(lambda body: "I cannot help with that") as server:
+        command = [
+            "--model", "openai/fake", "--api-base", server.base_url, "--tasks", "itp", "--limit", "4",
+            "--output", str(tmp_path / "run"),
+        ]  # fmt: skip
+        code, out, err = _evaluate(capsys, *command)
+        assert code == 1
+        assert "failed answers (scored wrong): {'itp': {'malformed_json': 4}}" in out
+        assert err.strip().splitlines()[-1] == ("error: 4 of 4 instances failed; pass --allow-failures to accept them")
+        code, out, err = _evaluate(capsys, *command, "--allow-failures")  # resumes: a malformed answer is final
+        assert code == 0 and err == "" and "malformed_json" in out
+
+
+@pytest.mark.parametrize("selection", ["limit", "sample-ids"])
+def test_nothing_to_evaluate_is_exit_2(tmp_path: Path, capsys, selection: str) -> None:
+    if selection == "limit":
+        args = ["--limit", "0"]
+    else:
+        ids = tmp_path / "ids.txt"
+        ids.write_text("no-such-sample\n")
+        args = ["--sample-ids", str(ids)]
+    code, out, err = _evaluate(capsys, "--agent", "oracle", *args, "--output", str(tmp_path / "run"))
+    assert code == 2 and out == ""
+    assert err.strip().splitlines()[-1].startswith("error: nothing to evaluate: 0 ")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_empty_scope_shows_a_dash(tmp_path: Path, capsys) -> None:
+    from rescue_env.data import load_dataset
+
+    couples = [s.sample_id for s in load_dataset("demo") if s.scenario == "couple"]
+    ids = tmp_path / "ids.txt"
+    ids.write_text("\n".join(couples) + "\n")
+    code, out, err = _evaluate(
+        capsys, "--agent", "oracle", "--tasks", "itp,er", "--sample-ids", str(ids), "--output", str(tmp_path / "run")
+    )
+    assert code == 0, err
+    family = next(line for line in out.splitlines() if line.startswith("| Family |"))
+    assert family == "| Family | — | — | — | — | — |"
+    couple = next(line for line in out.splitlines() if line.startswith("| Couple |"))
+    assert "100.00" in couple and "not run" in couple  # no judge, no BERTScore: not run, not 0.00 or 1.00
+    markdown = (tmp_path / "run" / "results.md").read_text()
+    assert "| Family | — | — | — | — | — |" in markdown and "| f1 | 1.0000 | — | 1.0000 |" in markdown
+
+
+def test_no_judge_is_not_run_even_when_every_answer_failed(tmp_path: Path, capsys) -> None:
+    # The issue's table showed ER S_ER and VP Judge 1.00 (the failures' minimum) although no judge ran.
+    with FakeOpenAIServer(faults=lambda i, body: None if i == 0 else Fault("500")) as server:
+        code, out, err = _evaluate(
+            capsys, "--model", "openai/fake", "--api-base", server.base_url, "--tasks", "er,vp", "--limit", "2",
+            "--max-retries", "0", "--max-failures", "100%", "--output", str(tmp_path / "run"),
+        )  # fmt: skip
+    assert code == 1 and "re-run the same command to ask the API failures again" in err
+    both = next(line for line in out.splitlines() if line.startswith("| Both |"))
+    assert both == "| Both | not run | not run | not run | not run |"
+    assert "failed answers (scored wrong): {'er': {'api_error': 2}, 'vp': {'api_error': 2}}" in out
+
+
+def test_judge_failures_are_counted_and_shown(tmp_path: Path, capsys) -> None:
+    with FakeOpenAIServer(lambda body: "I would rather not say") as judge:
+        command = [
+            "--model", "mock", "--judge-model", "openai/judge", "--judge-api-base", judge.base_url, "--tasks", "er",
+            "--limit", "3", "--output", str(tmp_path / "run"),
+        ]  # fmt: skip
+        code, out, err = _evaluate(capsys, *command)
+    assert code == 1
+    assert "failed judge verdicts (not scored): {'er': {'malformed_json': 3}}" in out
+    assert err.strip().splitlines()[-1] == "error: 3 judge verdict(s) failed; pass --allow-failures to accept them"
+    both = next(line for line in out.splitlines() if line.startswith("| Both |"))
+    assert both.startswith("| Both | n/a |")  # the judge ran, but no verdict was valid: not "not run", not 1.00
+    markdown = (tmp_path / "run" / "results.md").read_text()
+    assert "3 judge failures (not scored): {'malformed_json': 3}" in markdown
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["tasks"]["er"]["judge_failures"] == 3
+
+
+def test_mock_model_runs_every_task_offline(tmp_path: Path, capsys) -> None:
+    code, out, err = _evaluate(
+        capsys, "--model", "mock", "--judge-model", "mock", "--tasks", "all", "--output", str(tmp_path / "mock")
+    )
+    assert code == 0, err
+    assert err == ""
+    both = next(line for line in out.splitlines() if line.startswith("| Both |"))
+    assert "not run" not in both.split("|")[9] and "—" not in both  # ER S_ER judged by the mock judge
+    results = json.loads((tmp_path / "mock" / "results.json").read_text())
+    assert all(task["failures"] == 0 and task["judge_failures"] == 0 for task in results["tasks"].values())
+    usage = json.loads((tmp_path / "mock" / "run.json").read_text())["usage"]
+    assert usage["agent"]["calls"] > 0 and usage["agent"]["probe_calls"] == 0
+
+
+def test_help_documents_the_failure_options(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "planned in this invocation" in text and "default: 20%" in text
+    assert "--timeout S" in text and "(default: 120.0)" in text and "--max-retries N" in text
+    assert "--allow-failures" in text and "'mock'" in text
+    with pytest.raises(SystemExit) as info:
+        main(["evaluate", "--max-failures", "120%"])
+    assert info.value.code == 2 and "at most 100%" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""``rescue_env.evaluation``, the ``rescue-bench rollout`` command and ``scripts/reward_table.py``."""
+"""``benchmarks.rollout.evaluate_policy``, the ``rescue-bench rollout`` command and ``scripts/reward_table.py``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import make_row, make_sample, write_jsonl
 
+from benchmarks.rollout import evaluate_policy
+from benchmarks.rollout_results import PolicyReport, format_report
 from policies import make_policy
 from rescue_env.cli import main
 from rescue_env.env import RescueEnv
-from rescue_env.evaluation import PolicyReport, evaluate_policy, format_report
 from rescue_env.reward import PRESETS, RewardConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,26 +114,31 @@ def test_report_json_round_trip_and_text() -> None:
         assert needle in text
 
 
-def test_rollout_cli_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rollout", "--policy", "heuristic", "--render", "2"]) == 0
+def test_rollout_cli_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["rollout", "--policy", "heuristic", "--render", "2", "--output", str(tmp_path / "r"), "--no-progress"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert out.count("--- demo_") == 2 and "gold:" in out
     assert "policy heuristic" in out and "timing precision %" in out and "mean return [combined]" in out
+    assert main(args) == 0  # resumed: nothing is played again, so there is nothing to render
+    assert "--- demo_" not in capsys.readouterr().out
 
 
-def test_rollout_cli_json_parses(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rollout", "--policy", "oracle", "--reward", "imitation", "--episodes", "2", "--json"]) == 0
+def test_rollout_cli_json_parses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["rollout", "--policy", "oracle", "--reward", "imitation", "--episodes", "2", "--json", "--output"]
+    assert main([*args, str(tmp_path / "j"), "--no-progress"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["policy"] == "oracle" and payload["episodes"] == 2 and payload["reward"] == "imitation"
     assert payload["scopes"]["all"]["timing"]["f1"] == 1.0
 
 
-def test_rollout_cli_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rollout", "--policy", "never", "--episodes", "0"]) == 2
-    assert "--episodes must be >= 1" in capsys.readouterr().err
+def test_rollout_cli_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["rollout", "--policy", "never", "--episodes", "0"])
+    assert exited.value.code == 2 and "--episodes: must be >= 1" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["rollout", "--policy", "nope"])
-    assert main(["rollout", "--policy", "never", "--data", "/no/such.jsonl"]) == 1
+    assert main(["rollout", "--policy", "never", "--data", "/no/such.jsonl", "--output", str(tmp_path / "x")]) == 1
 
 
 def test_reward_table_script_runs_on_demo() -> None:

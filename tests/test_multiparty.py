@@ -123,7 +123,7 @@ def test_agents_spaces_and_metadata() -> None:
 # ----- agreement with Rescue-v0 and the recorded conversation ----------------------------------------------------
 
 
-@pytest.mark.parametrize("sample_id", ["demo_couple/001_maya_and_jordan", FAMILY])
+@pytest.mark.parametrize("sample_id", ["demo_maya_and_jordan/001", FAMILY])
 def test_rewards_said_and_end_agree_with_the_replay(sample_id: str) -> None:
     probe = RescueEnv()
     sample = probe.dataset.get(sample_id)

@@ -3,10 +3,12 @@
 
 from rescue_env.data.loading import DEMO, DataError, Dataset, LoadProblem, LoadReport, demo_path, load_dataset
 from rescue_env.data.schema import SCENARIOS, Row, Sample, Scenario
+from rescue_env.data.splits import SPLITS, Split, SplitConfig
 
 __all__ = [
     "DEMO",
     "SCENARIOS",
+    "SPLITS",
     "DataError",
     "Dataset",
     "LoadProblem",
@@ -14,6 +16,8 @@ __all__ = [
     "Row",
     "Sample",
     "Scenario",
+    "Split",
+    "SplitConfig",
     "demo_path",
     "load_dataset",
 ]
