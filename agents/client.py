@@ -276,7 +276,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _litellm_types(*names: str) -> tuple[type, ...]:
-    import litellm
+    litellm = _import_litellm()  # never a bare import: it would fetch litellm's cost map from the network
 
     return tuple(t for t in (getattr(litellm, n, None) for n in names) if isinstance(t, type))
 

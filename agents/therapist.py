@@ -34,7 +34,6 @@ the observation the real therapist had at that moment.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -46,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from benchmarks.parsing import extract_json
 from benchmarks.prompting import SCENARIO_SETTING, label_block
+from benchmarks.runs import prompt_hash
 from policies.base import make_action
 from rescue_env.data.domain import GROUP_LABELS
 from rescue_env.data.schema import SCENARIOS, Scenario
@@ -68,7 +68,6 @@ __all__ = [
     "is_therapist_prompt",
     "mock_decision",
     "parse_decision",
-    "prompt_hash",
     "therapist_messages",
 ]
 
@@ -211,10 +210,6 @@ def therapist_messages(
 
 def is_therapist_prompt(messages: Sequence[Mapping[str, Any]]) -> bool:
     return bool(messages) and DECISION_HEADING in str(messages[-1].get("content", ""))
-
-
-def prompt_hash(messages: Sequence[Mapping[str, str]]) -> str:
-    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def describe_decision(row: int | None, intervene: bool, targets: Sequence[str], strategy: str | None) -> str:

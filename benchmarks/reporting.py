@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.base import Instance, Prediction
+from benchmarks.runs import atomic_write
 
 SCOPES = ("couple", "family", "all")
 SCOPE_TITLES = {"couple": "Couple", "family": "Family", "all": "Both"}
@@ -310,13 +311,11 @@ def results_csv(results: Mapping[str, Any]) -> str:
 
 
 def write_results(directory: Path, results: Mapping[str, Any], run_info: Mapping[str, Any] | None = None) -> None:
-    from benchmarks.runner import _atomic_write
-
-    _atomic_write(directory / "results.json", json.dumps(results, indent=2, sort_keys=True))
-    _atomic_write(directory / "results.csv", results_csv(results))
-    _atomic_write(directory / "results.md", results_markdown(results))
+    atomic_write(directory / "results.json", json.dumps(results, indent=2, sort_keys=True))
+    atomic_write(directory / "results.csv", results_csv(results))
+    atomic_write(directory / "results.md", results_markdown(results))
     if run_info is not None:
-        _atomic_write(directory / "run.json", json.dumps(run_info, indent=2, sort_keys=True))
+        atomic_write(directory / "run.json", json.dumps(run_info, indent=2, sort_keys=True))
 
 
 def load_results(path: str | Path) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from agents.client import EnvVarName
 from agents.therapist import Decision, LLMPolicy, few_shot_examples
 from benchmarks.failures import ErrorTally, FailureBudget
 from benchmarks.rollout_results import PolicyReport, build_report, format_report, report_csv, report_markdown
-from benchmarks.runner import Progress, _atomic_write, versions
+from benchmarks.runs import Progress, atomic_write, check_same_settings, write_config
 from rescue_env.data import Dataset, Sample, load_dataset
 from rescue_env.data.loading import read_sample_ids
 from rescue_env.data.splits import Split, SplitConfig, describe, split_samples, stratified_subset
@@ -438,36 +438,16 @@ class Rollout:
     # ----- directory --------------------------------------------------------------------------------------
 
     def _prepare_directory(self) -> None:
-        self.output.mkdir(parents=True, exist_ok=True)
-        stored_path = self.output / "config.json"
-        if stored_path.exists():
-            stored = json.loads(stored_path.read_text(encoding="utf-8"))
-            previous = RolloutConfig.model_validate(stored["config"]).result_keys()
-            differences = {
-                k: (previous.get(k), v) for k, v in self.config.result_keys().items() if previous.get(k) != v
-            }
-            if stored.get("data", {}).get("sha256") != self.dataset.sha256:
-                differences["data sha256"] = (stored.get("data", {}).get("sha256"), self.dataset.sha256)
-            if differences:
-                shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in differences.items())
-                raise ValueError(
-                    f"{self.output} holds a rollout with other settings ({shown}). Use another --output, or delete it."
-                )
-        payload = {
-            "command": self.command,
-            "config": self.config.model_dump(),
-            "versions": versions(),
-            "data": {
-                "source": self.dataset.source,
-                "sha256": self.dataset.sha256,
-                "samples": len(self.dataset),
-                "skipped_samples": self.dataset.report.samples_skipped,
-            },
-            "seed": self.config.seed,
-            "split": describe(self.dataset.samples, self.config.split_config()),
-            "episodes": [s.sample_id for s in self.samples],
-        }
-        _atomic_write(stored_path, json.dumps(payload, indent=2))
+        check_same_settings(self.output, self.config, self.dataset, what="rollout")
+        write_config(
+            self.output,
+            self.command,
+            self.config,
+            self.dataset,
+            self.config.seed,
+            split=describe(self.dataset.samples, self.config.split_config()),
+            episodes=[s.sample_id for s in self.samples],
+        )
 
     # ----- playing ----------------------------------------------------------------------------------------
 
@@ -506,7 +486,9 @@ class Rollout:
         self.planned = self.planned_steps(pending)
         self._limit = self.budget.limit(self.planned)
         started = time.perf_counter()
-        bar = Progress(len(pending), self.progress_enabled)
+        bar = Progress(
+            len(self.samples), self.progress_enabled, unit="episode", initial=len(self.samples) - len(pending)
+        )
         played_steps = 0
         try:
             if self.config.model is None:
@@ -595,10 +577,10 @@ class Rollout:
 
     def _write(self, results: Mapping[str, Any], run_info: Mapping[str, Any]) -> None:
         report = self.report(results)
-        _atomic_write(self.output / "results.json", json.dumps(results, indent=2, sort_keys=True))
-        _atomic_write(self.output / "results.csv", report_csv(report))
-        _atomic_write(self.output / "results.md", report_markdown(report, self.config.model_dump()))
-        _atomic_write(self.output / "run.json", json.dumps(run_info, indent=2, sort_keys=True))
+        atomic_write(self.output / "results.json", json.dumps(results, indent=2, sort_keys=True))
+        atomic_write(self.output / "results.csv", report_csv(report))
+        atomic_write(self.output / "results.md", report_markdown(report, self.config.model_dump()))
+        atomic_write(self.output / "run.json", json.dumps(run_info, indent=2, sort_keys=True))
 
 
 def format_results(results: Mapping[str, Any]) -> str:

@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -42,6 +39,7 @@ from agents.client import EnvVarName
 from benchmarks.base import MODES, Instance, Mode, Prediction, PromptOptions
 from benchmarks.failures import DEFAULT_BUDGET, ErrorTally, FailureBudget, FailureBudgetExceeded
 from benchmarks.registry import get_task, make_batches
+from benchmarks.runs import Progress, atomic_write, check_same_settings, prompt_hash, write_config
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.domain import RelationProtocol
 
@@ -97,53 +95,6 @@ class AgentReply:
     cached: bool = False
 
 
-class Progress:
-    """A tqdm bar over instances with failures, tokens and cost in its postfix (silent when disabled)."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.failures = 0
-        self.tokens = 0
-        self.cost = 0.0
-        self._bar = None
-        if enabled and total:
-            from tqdm.auto import tqdm
-
-            # disable=None: a bar on a terminal, silence in logs and CI.
-            self._bar = tqdm(
-                total=total, unit="inst", dynamic_ncols=True, file=sys.stderr, disable=None, mininterval=0.25
-            )
-
-    def describe(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.set_description(text)
-
-    def update(self, done: int, failures: int, tokens: int, cost: float) -> None:
-        self.failures += failures
-        self.tokens += tokens
-        self.cost += cost
-        if self._bar is not None:
-            self._bar.update(done)
-            self._bar.set_postfix(failures=self.failures, tokens=self.tokens, cost=f"${self.cost:.4f}")
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
-def prompt_hash(messages: Sequence[Mapping[str, str]]) -> str:
-    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("rescue-env", "pydantic", "numpy", "litellm", "bert-score", "torch", "transformers"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
 class RunStore:
     """``predictions.jsonl`` as an append-only log (last record per instance wins)."""
 
@@ -179,12 +130,6 @@ class RunStore:
                 if key in self.records:
                     out.write(json.dumps(self.records[key], ensure_ascii=False) + "\n")
         os.replace(temporary, self.path)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 class Evaluation:
@@ -239,36 +184,11 @@ class Evaluation:
 
     def _check_directory(self) -> None:
         """Refuse (ValueError) an output directory that holds a run with other settings; writes nothing."""
-        stored_path = self.output / "config.json"
-        if not stored_path.exists():
-            return
-        stored = json.loads(stored_path.read_text(encoding="utf-8"))
-        previous = EvalConfig.model_validate(stored["config"]).result_keys()
-        differences = {k: (previous.get(k), v) for k, v in self.config.result_keys().items() if previous.get(k) != v}
-        if stored.get("data", {}).get("sha256") != self.dataset.sha256:
-            differences["data sha256"] = (stored.get("data", {}).get("sha256"), self.dataset.sha256)
-        if differences:
-            shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in differences.items())
-            raise ValueError(
-                f"{self.output} holds a run with other settings ({shown}). Use another --output, or delete it."
-            )
+        check_same_settings(self.output, self.config, self.dataset)
 
     def _prepare_directory(self) -> None:
         self._check_directory()
-        self.output.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "command": self.command,
-            "config": self.config.model_dump(),
-            "versions": versions(),
-            "data": {
-                "source": self.dataset.source,
-                "sha256": self.dataset.sha256,
-                "samples": len(self.dataset),
-                "skipped_samples": self.dataset.report.samples_skipped,
-            },
-            "seed": self.config.seed,
-        }
-        _atomic_write(self.output / "config.json", json.dumps(payload, indent=2))
+        write_config(self.output, self.command, self.config, self.dataset, self.config.seed)
 
     def instances(self, task: ModuleType) -> list[Instance]:
         options: dict[str, Any] = {"protocol": self.config.protocol} if task.name == "rpp" else {}
@@ -553,7 +473,7 @@ class Evaluation:
         }
 
     def _write_run_info(self, started: float, todo: int, stopped: bool) -> None:
-        _atomic_write(
+        atomic_write(
             self.output / "run.json", json.dumps(self._run_info(started, todo, stopped), indent=2, sort_keys=True)
         )
 

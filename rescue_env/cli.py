@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from rescue_env import __version__
@@ -123,15 +124,18 @@ def _add_rollout(commands: argparse._SubParsersAction) -> None:
     rollout = commands.add_parser(
         "rollout",
         help="play a policy or an LLM therapist through Rescue-v0 and report timing, target, strategy, returns",
-        description="Play a built-in or trained policy (--policy) or an LLM as the therapist (--model) through "
-        "Rescue-v0, every conversation of the chosen split once, and report timing P/R/F1 and accuracy, target "
-        "exact match and Jaccard, strategy accuracy, failed decisions and the mean return under every reward "
-        "preset, per scenario and pooled, with 95%% bootstrap intervals over episodes. The run directory holds "
-        "config.json, trajectories.jsonl (one line per step), results.json/.csv/.md and run.json; re-running the "
-        "same command resumes it (finished episodes make no call). Privileged reference policies (they read the "
-        f"gold or the annotated state): {', '.join(sorted(PRIVILEGED))}. A trained stable-baselines3 model "
-        "(scripts/train_sb3.py) plays as ALGO:PATH.zip. Exit codes: 0 ok; 1 failed decisions (unless "
-        "--allow-failures) or stopped at --max-failures; 2 usage or set-up error.",
+        description=textwrap.fill(
+            "Play a built-in or trained policy (--policy) or an LLM as the therapist (--model) through "
+            "Rescue-v0, every conversation of the chosen split once, and report timing P/R/F1 and accuracy, target "
+            "exact match and Jaccard, strategy accuracy, failed decisions and the mean return under every reward "
+            "preset, per scenario and pooled, with 95 % bootstrap intervals over episodes. The run directory holds "
+            "config.json, trajectories.jsonl (one line per step), results.json/.csv/.md and run.json; re-running the "
+            "same command resumes it (finished episodes make no call). Privileged reference policies (they read the "
+            f"gold or the annotated state): {', '.join(sorted(PRIVILEGED))}. A trained stable-baselines3 model "
+            "(scripts/train_sb3.py) plays as ALGO:PATH.zip. Exit codes: 0 ok; 1 failed decisions (unless "
+            "--allow-failures) or stopped at --max-failures; 2 usage or set-up error.",
+            width=100,
+        ),
         epilog="examples:\n"
         "  rescue-bench rollout --policy heuristic\n"
         "  rescue-bench rollout --model mock --split test                       # offline LLM-policy smoke test\n"

@@ -333,7 +333,9 @@ def test_local_server_faults_are_counted_and_the_exit_code_says_so(tmp_path: Pat
             return None  # the probe
         therapist_requests.append(index)
         n = len(therapist_requests)
-        return {1: Fault("429"), 2: Fault("500"), 3: Fault("truncated"), 5: Fault("garbage"), 8: Fault("503")}.get(n)
+        plan = {1: Fault("429"), 2: Fault("500"), 3: Fault("truncated"), 5: Fault("garbage"), 6: Fault("timeout"),
+                8: Fault("503")}  # fmt: skip
+        return plan.get(n)
 
     with FakeOpenAIServer(responder, faults=faults) as server:
         args = [
@@ -346,6 +348,8 @@ def test_local_server_faults_are_counted_and_the_exit_code_says_so(tmp_path: Pat
             "test",
             "--max-retries",
             "2",
+            "--timeout",
+            "1",
             "--output",
             str(tmp_path / "f"),
             "--no-progress",
@@ -361,8 +365,8 @@ def test_local_server_faults_are_counted_and_the_exit_code_says_so(tmp_path: Pat
     bad = [s for s in steps if s["failure"]]
     assert len(bad) == 1 and bad[0]["chosen"]["intervene"] is False and bad[0]["raw"]
     usage = json.loads((tmp_path / "f" / "run.json").read_text())["usage"]
-    assert usage["retries"] == 4 and usage["calls"] == len(steps)
-    with FakeOpenAIServer(responder) as server:  # the same run accepted: 0 calls, exit 0
+    assert usage["retries"] == 5 and usage["calls"] == len(steps)  # 429, 500, cut body, timeout, 503
+    with FakeOpenAIServer(responder) as server:  # another server (another port) is another setting: refused
         args[args.index("--api-base") + 1] = server.base_url
         assert main([*args, "--allow-failures"]) == 2  # the api_base is a setting: another server is refused
     assert "api_base" in capsys.readouterr().err

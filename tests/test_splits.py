@@ -100,8 +100,8 @@ def test_specific_names_join_case_insensitively_but_couples_never_join_families(
 
 def test_addressed_and_listed_people_join_but_people_only_talked_about_do_not():
     addressed = make_sample("fam/001", ["Therapist", "Ann"], "family")
-    addressed["rows"][0]["target"] = ["Robbie"]  # the therapist speaks to Robbie: Robbie is in the room
-    listed = make_sample("fam/002", ["Therapist", "Zed"], "family", participants=["Zed", "Robbie"])
+    addressed["rows"][0]["target"] = ["Quinn"]  # the therapist speaks to Quinn: Quinn is in the room
+    listed = make_sample("fam/002", ["Therapist", "Zed"], "family", participants=["Zed", "Quinn"])
     about = make_sample("fam/003", ["Therapist", "Kim"], "family")
     about["rows"][1]["viewpoints_attitudes"] = [{"source": "Kim", "target": "Ann", "viewpoint": "she is kind"}]
     groups = group_of([Sample.model_validate(x) for x in (addressed, listed, about)])
@@ -135,7 +135,7 @@ def test_generic_names(name):
     assert is_generic_name(name)
 
 
-@pytest.mark.parametrize("name", ["Ann", "Sonia", "Dana", "Momo", "Maria", "Josh", "Dr Smith", "Mother Maria"])
+@pytest.mark.parametrize("name", ["Ann", "Sonia", "Dana", "Momo", "Marta", "Jonas", "Dr Smith", "Mother Marta"])
 def test_specific_names(name):
     assert not is_generic_name(name)
 
@@ -412,7 +412,8 @@ def test_release_couple_prefixes_versus_names(text_file):
                 if not is_generic_name(name):
                     where[name.lower()].add(groups[s.sample_id])
     shared = {name: sorted(gs) for name, gs in where.items() if len(gs) > 1}
-    assert shared == {"josh": ["couple:aryn_josh_and_lorena", "couple:josh_and_molly", "couple:josh_and_natasha"]}
+    # (No release name or id is written here: the data is research-only.) One first name, in three couple groups.
+    assert len(shared) == 1 and [len(gs) for gs in shared.values()] == [3]
 
 
 @pytest.mark.parametrize("fraction", [0.2, 0.3])
