@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -356,6 +358,20 @@ def example_responder(body: dict) -> str:
     if not messages:
         return mock_responder([{"role": "user", "content": _prompt_text(body)}])
     return mock_responder(messages)
+
+
+@contextlib.contextmanager
+def server_process(latency: float) -> Iterator[str]:
+    """This server in a process of its own (so that it does not compete for the caller's GIL), yielding its base
+    URL; for benchmark scripts."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agents.fake_server", "--latency", str(latency)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -38,7 +38,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
@@ -82,15 +82,7 @@ FailureKind = Literal[
     "missing_strategy",
     "invalid_strategy",
 ]
-FAILURE_KINDS: tuple[FailureKind, ...] = (
-    "api_error",
-    "malformed_json",
-    "invalid_schema",
-    "missing_target",
-    "unknown_target",
-    "missing_strategy",
-    "invalid_strategy",
-)
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
 ANSWER_EXAMPLE = (
     '{"intervene": true, "targets": ["NAME"], "strategy": "STRATEGY_KEY", "rationale": "one short sentence"}'
 )

@@ -29,6 +29,7 @@ import json
 import sys
 import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 from rescue_env import __version__
 from rescue_env.data.loading import DEMO, DataError, Dataset, load_dataset
@@ -547,30 +548,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             raise ValueError(f"--limit must be >= 0, got {args.limit}")
         dataset = load_dataset(config.data, sample_ids=config.sample_ids)
         _report_problems(dataset)
-        evaluation = Evaluation(
-            config,
-            output,
-            max_connections=args.max_connections,
-            cache_dir=args.cache_dir,
-            progress=not args.no_progress,
-            dataset=dataset,
-            timeout=args.timeout,
-            max_retries=args.max_retries,
-            max_failures=args.max_failures,
-            tally=tally,
-        )
+        evaluation = Evaluation(config, output, dataset=dataset, **_run_options(args, tally))
         results = evaluation.run()
     except ModelSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except FailureBudgetExceeded as exc:
         _print_tally(tally)
-        answered = evaluation.answered()
+        kept = f"{evaluation.answered()} answer(s) are kept in {output}/predictions.jsonl"
         print(
-            f"error: stopped: {exc.failures} failed model calls, more than the {exc.limit} allowed by --max-failures "
-            f"{args.max_failures.spec} (of {evaluation.planned_requests} planned requests). {answered} answer(s) are "
-            f"kept in {output}/predictions.jsonl; fix the cause and re-run the same command to resume (answered "
-            "instances are not asked again).",
+            _stopped(
+                exc, args, f"{evaluation.planned_requests} planned requests", kept, "answered instances are not asked"
+            ),
             file=sys.stderr,
         )
         return 1
@@ -602,6 +591,28 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _run_options(args: argparse.Namespace, tally: Any) -> dict[str, Any]:
+    """The settings of how a run calls its model (not part of its results), shared by evaluate and rollout."""
+    return {
+        "max_connections": args.max_connections,
+        "cache_dir": args.cache_dir,
+        "progress": not args.no_progress,
+        "timeout": args.timeout,
+        "max_retries": args.max_retries,
+        "max_failures": args.max_failures,
+        "tally": tally,
+    }
+
+
+def _stopped(exc: Any, args: argparse.Namespace, planned: str, kept: str, not_again: str) -> str:
+    """The one line of a run stopped at its failure budget: how far it got and how to resume."""
+    return (
+        f"error: stopped: {exc.failures} failed model calls, more than the {exc.limit} allowed by --max-failures "
+        f"{args.max_failures.spec} (of {planned}). {kept}; fix the cause and re-run the same command to resume "
+        f"({not_again} again)."
+    )
 
 
 def _print_tally(tally) -> None:
@@ -655,20 +666,9 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
         return 2
     dataset = load_dataset(config.data)
     _report_problems(dataset)
-    rollout = None
     try:
         rollout = Rollout(
-            config,
-            output,
-            max_connections=args.max_connections,
-            cache_dir=args.cache_dir,
-            progress=not args.no_progress,
-            dataset=dataset,
-            timeout=args.timeout,
-            max_retries=args.max_retries,
-            max_failures=args.max_failures,
-            tally=tally,
-            on_step=show if args.render else None,
+            config, output, dataset=dataset, on_step=show if args.render else None, **_run_options(args, tally)
         )
         results = rollout.run()
     except ModelSetupError as exc:
@@ -676,12 +676,9 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
         return 2
     except FailureBudgetExceeded as exc:
         _print_tally(tally)
-        kept = rollout.finished_episodes() if rollout is not None else 0
+        kept = f"{rollout.finished_episodes()} finished episode(s) are kept in {output}/trajectories.jsonl"
         print(
-            f"error: stopped: {exc.failures} failed model calls, more than the {exc.limit} allowed by --max-failures "
-            f"{args.max_failures.spec} (of {rollout.planned} planned decisions). {kept} finished episode(s) are kept "
-            f"in {output}/trajectories.jsonl; fix the cause and re-run the same command to resume (finished "
-            "episodes are not played again).",
+            _stopped(exc, args, f"{rollout.planned} planned decisions", kept, "finished episodes are not played"),
             file=sys.stderr,
         )
         return 1

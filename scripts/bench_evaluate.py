@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +26,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from agents.client import LLMClient, ModelConfig  # noqa: E402
-from agents.fake_server import example_responder  # noqa: E402
+from agents.fake_server import example_responder, server_process  # noqa: E402
 from benchmarks.base import PromptOptions  # noqa: E402
 from benchmarks.registry import get_task, make_batches  # noqa: E402
 from benchmarks.runner import EvalConfig, Evaluation  # noqa: E402
@@ -41,19 +38,6 @@ RELEASE = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text
 
 def echo(messages: list[dict[str, str]]) -> str:
     return example_responder({"messages": messages})
-
-
-@contextlib.contextmanager
-def server_process(latency: float):
-    """The local OpenAI-compatible server in its own process, so that it does not compete for our GIL."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agents.fake_server", "--latency", str(latency)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        yield process.stdout.readline().strip()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def timed_run(config: EvalConfig, dataset, client: LLMClient | None = None) -> tuple[float, int]:

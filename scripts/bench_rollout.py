@@ -15,32 +15,18 @@ episode count is then capped at 6).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from agents.fake_server import server_process
 from benchmarks.rollout import Rollout, RolloutConfig
 from rescue_env.data import load_dataset
 
 RELEASE = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"
-
-
-@contextlib.contextmanager
-def server_process(latency: float):
-    """The local server in its own process, so that it does not compete for the rollout's GIL."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agents.fake_server", "--latency", str(latency)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        yield process.stdout.readline().strip()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def main(argv: list[str] | None = None) -> int:
