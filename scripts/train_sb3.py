@@ -10,11 +10,12 @@ from --data, and writes OUTPUT (the model) and its sidecar OUTPUT.json (algorith
 provenance), which ``rescue-bench rollout --policy ALGO:OUTPUT`` reads.
 
 Then every conversation of --eval-data (default: --data, i.e. the training conversations: an in-sample figure;
---holdout F instead keeps a seeded, per-scenario share F of the conversations of --data out of training and
-evaluates on those) is played once, in dataset order, by the trained policy and by --baselines (default random and
-heuristic), under the same reward and observation settings, with ``benchmarks.rollout.evaluate_policy``. The
-script prints one table per scope (pooled, couple, family): timing P/R/F1 and accuracy, target exact match and
-Jaccard, strategy accuracy, invalid steps and the mean return under the env's reward and under every preset.
+--holdout F instead keeps the test side of the project's grouped split, a share F of each scenario's conversations
+with no couple or family on both sides, out of training and evaluates on it) is played once, in dataset order, by
+the trained policy and by --baselines (default random and heuristic), under the same reward and observation
+settings, with ``benchmarks.rollout.evaluate_policy``. The script prints one table per scope (pooled, couple,
+family): timing P/R/F1 and accuracy, target exact match and Jaccard, strategy accuracy, invalid steps and the mean
+return under the env's reward and under every preset.
 Nothing guarantees that the trained policy beats the heuristic.
 """
 
@@ -26,14 +27,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from benchmarks.rollout import evaluate_policy
 from benchmarks.rollout_results import SCOPES, PolicyReport, table
 from policies import POLICIES, make_policy
 from policies.sb3 import ALGO_DEFAULTS, ALGORITHMS, FEATURE_DEFAULTS, SB3Policy, fit, sidecar_path
 from rescue_env.data import Dataset, load_dataset
-from rescue_env.data.schema import SCENARIOS
+from rescue_env.data.splits import assign
 from rescue_env.env import RescueEnv
 from rescue_env.rendering import MODES
 from rescue_env.reward import PRESETS
@@ -76,17 +75,10 @@ def comparison(reports: dict[str, PolicyReport], scope: str) -> str:
 
 
 def holdout_split(dataset: Dataset, fraction: float, seed: int) -> tuple[list[str], list[str]]:
-    """(training ids, held-out ids): a seeded share ``fraction`` of each scenario's conversations held out (at least
-    one and never all of a scenario with two or more), both in dataset order."""
-    rng = np.random.default_rng(seed)
-    held: set[str] = set()
-    for scenario in SCENARIOS:
-        ids = [s.sample_id for s in dataset.by_scenario(scenario)]
-        k = round(fraction * len(ids))
-        if len(ids) > 1:
-            k = min(max(k, 1), len(ids) - 1)
-        held.update(ids[i] for i in rng.permutation(len(ids))[:k])
-    return [i for i in dataset.sample_ids if i not in held], [i for i in dataset.sample_ids if i in held]
+    """(training ids, held-out ids): the project's grouped split (``rescue_env.data.splits``) with test share
+    ``fraction``, so that no couple or family is on both sides; both in dataset order."""
+    sides = assign(dataset, seed=seed, test_fraction=fraction)
+    return [i for i in dataset.sample_ids if sides[i] == "train"], [i for i in dataset.sample_ids if sides[i] == "test"]
 
 
 def build_parser() -> argparse.ArgumentParser:
