@@ -438,7 +438,6 @@ class Rollout:
     # ----- directory --------------------------------------------------------------------------------------
 
     def _prepare_directory(self) -> None:
-        check_same_settings(self.output, self.config, self.dataset, what="rollout")
         write_config(
             self.output,
             self.command,
@@ -479,10 +478,12 @@ class Rollout:
         return asyncio.run(self.arun())
 
     async def arun(self) -> dict[str, Any]:
-        await self.preflight()
-        self._prepare_directory()
+        check_same_settings(self.output, self.config, self.dataset, what="rollout")
         store = self._store = TrajectoryStore(self.output)
         pending = [s for s in self.samples if not store.finished(s.sample_id)]
+        if pending or self.config.model is None:  # a finished run re-reads its results without calling the model
+            await self.preflight()
+        self._prepare_directory()
         self.planned = self.planned_steps(pending)
         self._limit = self.budget.limit(self.planned)
         started = time.perf_counter()
@@ -514,7 +515,7 @@ class Rollout:
             "episodes_played": len(pending),
             "episodes_resumed": len(self.samples) - len(pending),
             "steps_played": played_steps,
-            "usage": None if self._client is None else self._client.usage.model_dump(),
+            "usage": None if self.config.model is None else self.client().usage.model_dump(),
             "failed_calls": dict(self.tally.counts),
         }
         self._write(results, run_info)

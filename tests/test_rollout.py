@@ -466,6 +466,10 @@ def test_concurrency_kill_resume_and_key_hygiene(tmp_path: Path) -> None:
     assert first == second
     run_info = json.loads((tmp_path / "resumed" / "run.json").read_text())
     assert run_info["episodes_resumed"] == len(kept) and run_info["episodes_played"] == 6 - len(kept)
+    before = server.request_count
+    finished = cli("resumed")  # everything on disk: not even the probe is sent
+    finished.communicate(timeout=300)
+    assert finished.returncode == 0 and server.request_count == before
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert "SECRET-5151" not in path.read_text(encoding="utf-8", errors="replace"), path
