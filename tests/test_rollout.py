@@ -357,14 +357,17 @@ def test_local_server_faults_are_counted_and_the_exit_code_says_so(tmp_path: Pat
             "0",
         ]
         assert main(args) == 1
-    captured = capsys.readouterr()
+        captured = capsys.readouterr()
+        usage = json.loads((tmp_path / "f" / "run.json").read_text())["usage"]
+        assert main([*args, "--allow-failures"]) == 0  # the same run, its failure accepted: resumed, exit 0
+        assert "decisions failed" not in capsys.readouterr().err
+        assert json.loads((tmp_path / "f" / "run.json").read_text())["usage"]["calls"] == 0
     results = json.loads((tmp_path / "f" / "results.json").read_text())
     assert results["scopes"]["all"]["failures"] == {"malformed_json": 1}  # the garbage; the rest was retried away
     assert "1 of" in captured.err and "--allow-failures" in captured.err
     steps = lines(tmp_path / "f" / "trajectories.jsonl")
     bad = [s for s in steps if s["failure"]]
     assert len(bad) == 1 and bad[0]["chosen"]["intervene"] is False and bad[0]["raw"]
-    usage = json.loads((tmp_path / "f" / "run.json").read_text())["usage"]
     assert usage["retries"] == 5 and usage["calls"] == len(steps)  # 429, 500, cut body, timeout, 503
     with FakeOpenAIServer(responder) as server:  # another server (another port) is another setting: refused
         args[args.index("--api-base") + 1] = server.base_url
@@ -490,3 +493,32 @@ def test_bench_rollout_script_prints_the_ratio() -> None:
     ideal = figures["decisions"] * 0.01 / 16
     assert figures["ideal_s"] == pytest.approx(ideal, abs=0.01)
     assert figures["ratio_to_ideal"] == pytest.approx(figures["wall_s"] / ideal, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("server_options", "extra", "needle"),
+    [
+        ({"expected_api_key": "sk-right-key-9999"}, ["--api-key-env", "RESCUE_WRONG_KEY"], "refused the credentials"),
+        ({"known_models": ["other"]}, [], "unknown model 'openai/fake'"),
+    ],
+)
+def test_refused_key_and_unknown_model_exit_2(tmp_path: Path, capsys, monkeypatch, server_options, extra, needle):
+    monkeypatch.setenv("RESCUE_WRONG_KEY", "sk-wrong-key-1234")
+    with FakeOpenAIServer(responder, **server_options) as server:
+        code = main(["rollout", "--model", "openai/fake", "--api-base", server.base_url, *extra, "--output",
+                     str(tmp_path / "x"), "--no-progress"])  # fmt: skip
+        assert server.request_count == 1  # the probe, and nothing after it
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert "sk-wrong-key-1234" not in err and not (tmp_path / "x").exists()
+
+
+def test_an_empty_scope_shows_a_dash(tmp_path: Path, capsys) -> None:
+    ids = tmp_path / "couples.txt"
+    ids.write_text("".join(s.sample_id + "\n" for s in load_dataset() if s.scenario == "couple"))
+    args = ["rollout", "--policy", "heuristic", "--sample-ids", str(ids), "--output", str(tmp_path / "c")]
+    assert main([*args, "--no-progress"]) == 0
+    family = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("timing F1 %"))
+    assert family.split()[-2] == "—"  # couple, family, all: the family column has nothing to measure
+    results_md = (tmp_path / "c" / "results.md").read_text()
+    assert "| target exact match % |" in results_md and "| — |" in results_md
