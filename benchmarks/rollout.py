@@ -573,18 +573,19 @@ class Rollout:
             **report.model_dump(),
         }
 
-    def report(self, results: Mapping[str, Any]) -> PolicyReport:
-        return PolicyReport.model_validate({k: v for k, v in results.items() if k in PolicyReport.model_fields})
-
     def _write(self, results: Mapping[str, Any], run_info: Mapping[str, Any]) -> None:
-        report = self.report(results)
+        report = report_of(results)
         atomic_write(self.output / "results.json", json.dumps(results, indent=2, sort_keys=True))
         atomic_write(self.output / "results.csv", report_csv(report))
         atomic_write(self.output / "results.md", report_markdown(report, self.config.model_dump()))
         atomic_write(self.output / "run.json", json.dumps(run_info, indent=2, sort_keys=True))
 
 
+def report_of(results: Mapping[str, Any]) -> PolicyReport:
+    """The ``PolicyReport`` inside a rollout's ``results.json`` (which adds the config and the split to it)."""
+    return PolicyReport.model_validate({k: v for k, v in results.items() if k in PolicyReport.model_fields})
+
+
 def format_results(results: Mapping[str, Any]) -> str:
     """The console table of a rollout's ``results.json``."""
-    report = PolicyReport.model_validate({k: v for k, v in results.items() if k in PolicyReport.model_fields})
-    return format_report(report)
+    return format_report(report_of(results))

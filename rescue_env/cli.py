@@ -626,7 +626,7 @@ def _print_tally(tally) -> None:
 def _cmd_rollout(args: argparse.Namespace) -> int:
     from agents.client import ModelSetupError
     from benchmarks.failures import ErrorTally, FailureBudgetExceeded
-    from benchmarks.rollout import Rollout, RolloutConfig, format_results
+    from benchmarks.rollout import Rollout, RolloutConfig, format_results, report_of
     from rescue_env.env import RescueEnv
 
     name = args.policy or args.model or "?"
@@ -692,7 +692,7 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
         print(text, end="", file=out)
     if renders:
         print(file=out)
-    report = rollout.report(results)
+    report = report_of(results)
     print(report.to_json() if args.json else format_results(results))
     _print_tally(tally)
     failed = report.scopes["all"].failed_steps
