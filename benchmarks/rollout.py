@@ -50,10 +50,15 @@ from rescue_env.rendering import MODES, Mode
 from rescue_env.reward import PRESETS, Preset, RewardConfig
 
 __all__ = [
+    "ENV_IDS",
+    "NothingToEvaluate",
     "Rollout",
     "RolloutConfig",
+    "TrajectoryStore",
     "episode_seed",
     "evaluate_policy",
+    "format_results",
+    "report_of",
     "step_record",
 ]
 
