@@ -83,7 +83,6 @@ __all__ = [
     "Usage",
     "check_env_name",
     "check_model_config",
-    "is_local_api_base",
     "redact",
     "MAX_ERROR_CHARS",
     "NO_KEY",
@@ -104,7 +103,6 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BEARER = re.compile(r"(Bearer\s+)[^\s\"',;\]}]+", re.IGNORECASE)
 _MIN_SECRET_LEN = 4  # shorter values are not worth redacting (and would shred ordinary text)
-_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 ENV_NAME_RULE = "must be the NAME of an environment variable (letters, digits, '_'), not the key itself"
 
 
@@ -129,17 +127,6 @@ class ModelSetupError(Exception):
     def __init__(self, message: str, cause: str = "setup") -> None:
         super().__init__(" ".join(redact(message).split()))
         self.cause = cause
-
-
-def is_local_api_base(api_base: str | None) -> bool:
-    """True for an endpoint on this machine (127.0.0.1, localhost, ::1)."""
-    if not api_base:
-        return False
-    try:
-        host = urlparse(api_base).hostname
-    except ValueError:
-        return False
-    return host is not None and (host in _LOCAL_HOSTS or host.startswith("127."))
 
 
 class ModelConfig(BaseModel):

@@ -495,20 +495,17 @@ class Rollout:
         bar = Progress(
             len(self.samples), self.progress_enabled, unit="episode", initial=len(self.samples) - len(pending)
         )
-        played_steps = 0
         try:
             if self.config.model is None:
-                for sample in pending:
-                    steps = await self._play(sample, self._policy)
-                    store.write(steps)
-                    played_steps += len(steps)
-                    bar.update(1, sum(s["failure"] is not None for s in steps), 0, 0.0)
+                played_steps = await self._play_all(pending, lambda: self._policy, store, bar)
             else:
                 examples = {}
                 if self.config.few_shot:
                     outside_env = self._make_env(subset(self.dataset, self.outside))
                     examples = few_shot_examples(outside_env, self.config.few_shot, seed=self.config.seed)
-                played_steps = await self._play_concurrently(pending, examples, store, bar)
+                # Longest first: the episodes that start last are the short ones, so the run ends near the ideal.
+                longest_first = sorted(pending, key=lambda s: -len(self.env.decision_rows(s)))
+                played_steps = await self._play_all(longest_first, lambda: self._llm_policy(examples), store, bar)
         finally:
             bar.close()
         order = [s.sample_id for s in self.samples]
@@ -526,9 +523,12 @@ class Rollout:
         self._write(results, run_info)
         return results
 
-    async def _play_concurrently(
-        self, pending: Sequence[Sample], examples: Mapping[str, Any], store: TrajectoryStore, bar: Progress
+    async def _play_all(
+        self, pending: Sequence[Sample], new_policy: Callable[[], Any], store: TrajectoryStore, bar: Progress
     ) -> int:
+        """Play ``pending`` in that order (at most ``max_connections`` episodes at once) and store each episode as
+        it ends; the number of steps played. A built-in policy never awaits, so its episodes simply run one after
+        the other (one policy object serves them all: each episode re-seeds it)."""
         slots = asyncio.Semaphore(self.max_connections)
         played = 0
         shown = {"tokens": 0, "cost": 0.0}
@@ -536,17 +536,16 @@ class Rollout:
         async def one(sample: Sample) -> None:
             nonlocal played
             async with slots:
-                steps = await self._play(sample, self._llm_policy(examples))
+                steps = await self._play(sample, new_policy())
             store.write(steps)
             played += len(steps)
-            usage = self.client().usage
-            tokens, cost = usage.prompt_tokens + usage.completion_tokens, usage.cost_usd
+            usage = self._client.usage if self._client is not None else None
+            tokens = usage.prompt_tokens + usage.completion_tokens if usage else 0
+            cost = usage.cost_usd if usage else 0.0
             bar.update(1, sum(s["failure"] is not None for s in steps), tokens - shown["tokens"], cost - shown["cost"])
             shown.update(tokens=tokens, cost=cost)
 
-        # Longest first: the episodes that start last are the short ones, so the run ends near the ideal.
-        order = sorted(pending, key=lambda s: -len(self.env.decision_rows(s)))
-        tasks = [asyncio.create_task(one(s)) for s in order]
+        tasks = [asyncio.create_task(one(s)) for s in pending]
         try:
             await asyncio.gather(*tasks)
         except BaseException:
