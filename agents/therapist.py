@@ -54,7 +54,7 @@ from rescue_env.taxonomy import ALL_STRATEGY_KEYS, strategies
 
 if TYPE_CHECKING:
     from agents.client import LLMClient
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
 __all__ = [
     "EVERYONE",

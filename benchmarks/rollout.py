@@ -45,7 +45,9 @@ from benchmarks.runs import Progress, atomic_write, check_same_settings, write_c
 from rescue_env.data import Dataset, Sample, load_dataset
 from rescue_env.data.loading import read_sample_ids
 from rescue_env.data.splits import Split, SplitConfig, describe, split_samples, stratified_subset
-from rescue_env.env import RescueEnv
+from rescue_env.dynamics.fitting import outcome_model_for
+from rescue_env.envs.replay import RescueEnv
+from rescue_env.envs.replay_v1 import RescueEnvV1
 from rescue_env.rendering import MODES, Mode
 from rescue_env.reward import PRESETS, Preset, RewardConfig
 
@@ -62,8 +64,9 @@ __all__ = [
     "step_record",
 ]
 
-ENV_IDS = ("Rescue-v0",)
+ENV_IDS = ("Rescue-v0", "Rescue-v1")
 """Environments a rollout plays (sequential ``Dict`` observations that the LLM policy reads)."""
+ENV_CLASSES: dict[str, type[RescueEnv]] = {"Rescue-v0": RescueEnv, "Rescue-v1": RescueEnvV1}
 TRAJECTORIES = "trajectories.jsonl"
 
 
@@ -122,10 +125,10 @@ def step_record(info: Mapping[str, Any], reward: float, decision: Decision | Non
     return _jsonable(record)
 
 
-def _reward_name(config: RewardConfig) -> str:
+def _reward_name(config: RewardConfig, version: int = 0) -> str:
     constants = {k: getattr(config, k) for k in ("lam", "kappa", "gamma", "max_age", "utility")}
     for name in PRESETS:
-        if RewardConfig.preset(name, **constants) == config:
+        if RewardConfig.preset(name, version=version, **constants) == config:
             return name
     return "custom"
 
@@ -197,7 +200,7 @@ def evaluate_policy(
         policy=getattr(policy, "name", type(policy).__name__),
         data=env.dataset.source,
         sha256=env.dataset.sha256,
-        reward=_reward_name(env.reward_config),
+        reward=_reward_name(env.reward_config, env.version),
         reward_config=env.reward_config.model_dump(),
         seed=seed,
         bootstrap=bootstrap,
@@ -348,6 +351,7 @@ class Rollout:
         self.on_step = on_step
         self.dataset = dataset or load_dataset(config.data)
         self._client = client
+        self._dynamics = None
         self.env = self._make_env(self.dataset)
         self.samples, self.outside = self._select()
         self.planned = 0  # decisions planned in this invocation (set by ``arun``)
@@ -357,13 +361,23 @@ class Rollout:
 
     def _make_env(self, dataset: Dataset, render: bool = False) -> RescueEnv:
         c = self.config
-        return RescueEnv(
+        kwargs: dict[str, Any] = {}
+        if c.env_id == "Rescue-v1":
+            # F is fitted once, on the train side of this run's grouped split of the whole data, whatever subset
+            # of conversations an env plays: evaluating on the test side never sees its own transitions.
+            if self._dynamics is None:
+                self._dynamics = outcome_model_for(
+                    self.dataset, "train", seed=c.split_seed, test_fraction=c.test_fraction
+                )
+            kwargs["dynamics"] = self._dynamics
+        return ENV_CLASSES[c.env_id](
             dataset,
             reward=c.reward,
             mode=c.mode,
             context_size=c.context_size,
             sample_order="sequential",
             render_mode="ansi" if render else None,
+            **kwargs,
         )
 
     def _select(self) -> tuple[list[Sample], list[Sample]]:

@@ -14,7 +14,9 @@ from policies.base import Policy, make_action
 from policies.heuristic import HeuristicPolicy
 from policies.reference import (
     AlwaysInterveneEveryone,
+    AlwaysLastSpeaker,
     AlwaysMostDistressed,
+    AlwaysMostVocal,
     GroupGreedyPolicy,
     MajorityPolicy,
     NeverIntervene,
@@ -24,7 +26,7 @@ from policies.reference import (
 from policies.sb3 import ALGORITHMS
 
 if TYPE_CHECKING:
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
 POLICIES: dict[str, type] = {
     "random": RandomPolicy,
@@ -33,6 +35,8 @@ POLICIES: dict[str, type] = {
     "oracle": OraclePolicy,
     "always-everyone": AlwaysInterveneEveryone,
     "never": NeverIntervene,
+    "last-speaker": AlwaysLastSpeaker,
+    "most-vocal": AlwaysMostVocal,
     "most-distressed": AlwaysMostDistressed,
     "group-greedy": GroupGreedyPolicy,
 }
@@ -40,7 +44,7 @@ POLICIES: dict[str, type] = {
 
 PRIVILEGED = frozenset({"oracle", "most-distressed", "group-greedy"})
 """Policies that read ``env.gold()`` or ``env.state()``: references, not agents."""
-CONSTANT = ("always-everyone", "never", "most-distressed")
+CONSTANT = ("always-everyone", "never", "most-distressed", "last-speaker", "most-vocal")
 """The constant reference policies (the same decision at every step) that no preset may favour."""
 TRAINED = tuple(ALGORITHMS)
 """Prefixes of trained policies: ``ppo:PATH.zip``, ``a2c:PATH.zip`` (``policies.sb3.SB3Policy``, the ``rl`` extra)."""
@@ -71,7 +75,9 @@ __all__ = [
     "POLICIES",
     "PRIVILEGED",
     "AlwaysInterveneEveryone",
+    "AlwaysLastSpeaker",
     "AlwaysMostDistressed",
+    "AlwaysMostVocal",
     "GroupGreedyPolicy",
     "HeuristicPolicy",
     "MajorityPolicy",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 from rescue_env.text import has_any
 
 if TYPE_CHECKING:
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
 
 def parse_context(context: str) -> tuple[dict[str, int], list[ParsedRow]]:

@@ -18,7 +18,7 @@ from rescue_env.data import Dataset
 from rescue_env.data.schema import SCENARIOS
 
 if TYPE_CHECKING:
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
 Pattern = Literal["everyone", "one person"]
 
@@ -73,7 +73,7 @@ class MajorityPolicy:
 
     @classmethod
     def fit(cls, env_or_dataset: RescueEnv | Dataset | str) -> MajorityPolicy:
-        from rescue_env.env import RescueEnv
+        from rescue_env.envs.replay import RescueEnv
 
         env = unwrapped(env_or_dataset)
         if not isinstance(env, RescueEnv):
@@ -164,6 +164,44 @@ class AlwaysInterveneEveryone(_Stateless):
         return make_action(observation, True)
 
 
+class AlwaysLastSpeaker(_Stateless):
+    """Intervene at every decision point on the participant who just spoke (everyone when the last row was not a
+    participant's), with the first valid strategy."""
+
+    name = "last-speaker"
+
+    def act(self, observation: dict, env: RescueEnv) -> dict:
+        slot = int(observation["last_speaker"])
+        return make_action(observation, True, [slot] if slot < n_participants(observation) else None)
+
+
+class AlwaysMostVocal:
+    """Intervene at every decision point on the participant who has spoken most often so far in the episode (as
+    counted from the observations' ``last_speaker``; ties: the earliest slot), with the first valid strategy."""
+
+    name = "most-vocal"
+
+    def __init__(self) -> None:
+        self.counts: np.ndarray | None = None
+
+    @classmethod
+    def from_env(cls, env: RescueEnv, seed: int | None = 0) -> AlwaysMostVocal:
+        return cls()
+
+    def reset(self, seed: int | None = None) -> None:
+        self.counts = None
+
+    def act(self, observation: dict, env: RescueEnv) -> dict:
+        n = n_participants(observation)
+        if self.counts is None or self.counts.size != n:
+            self.counts = np.zeros(n, dtype=np.int64)
+        slot = int(observation["last_speaker"])
+        if slot < n:
+            self.counts[slot] += 1
+        chosen = [int(np.argmax(self.counts))] if self.counts.any() else None
+        return make_action(observation, True, chosen)
+
+
 class NeverIntervene(_Stateless):
     """Keep listening at every decision point."""
 
@@ -200,6 +238,9 @@ class GroupGreedyPolicy(_Stateless):
 
     def act(self, observation: dict, env: RescueEnv) -> dict:
         env = unwrapped(env)
+        if hasattr(env, "best_group_action"):  # Rescue-v1: the group objective is F's, searched exactly
+            intervene, recipients, strategy = env.best_group_action()
+            return make_action(observation, intervene, sorted(recipients), strategy)
         distress = env.state()["distress"]
         tied = most_distressed(distress)
         config = env.reward_config

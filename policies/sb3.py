@@ -29,10 +29,10 @@ import gymnasium as gym
 import numpy as np
 
 from policies.base import make_action, unwrapped
-from rescue_env.wrappers import FlatAction, FlatObservation, make_flat_env
+from rescue_env.envs.wrappers import FlatAction, FlatObservation, make_flat_env
 
 if TYPE_CHECKING:
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
 ALGORITHMS: dict[str, str] = {"ppo": "PPO", "a2c": "A2C"}
 """Algorithm name (as in ``ppo:PATH.zip``) -> stable-baselines3 class name."""

@@ -12,9 +12,13 @@ def _register_environments() -> None:
     from gymnasium.envs.registration import register, registry
 
     if "Rescue-v0" not in registry:
-        register(id="Rescue-v0", entry_point="rescue_env.env:RescueEnv")
+        register(id="Rescue-v0", entry_point="rescue_env.envs.replay:RescueEnv")
     if "RescueFlat-v0" not in registry:
-        register(id="RescueFlat-v0", entry_point="rescue_env.wrappers:make_flat_env")
+        register(id="RescueFlat-v0", entry_point="rescue_env.envs.wrappers:make_flat_env")
+    if "Rescue-v1" not in registry:
+        register(id="Rescue-v1", entry_point="rescue_env.envs.replay_v1:RescueEnvV1")
+    if "RescueFlat-v1" not in registry:
+        register(id="RescueFlat-v1", entry_point="rescue_env.envs.wrappers:make_flat_env_v1")
 
 
 _register_environments()

@@ -104,7 +104,91 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_evaluate(commands)
     _add_rollout(commands)
+    _add_dynamics(commands)
     return parser
+
+
+def _add_dynamics(commands: argparse._SubParsersAction) -> None:
+    from rescue_env.valence import SCORER_NAMES
+
+    dynamics = commands.add_parser("dynamics", help="fit and validate the outcome model F of Rescue-v1 (Eq. 12-13)")
+    sub = dynamics.add_subparsers(dest="dynamics_command", metavar="SUBCOMMAND", required=True)
+    for name, help_text in (
+        ("fit", "fit F on a side of the grouped split and write it as JSON"),
+        ("report", "held-out error of F against persistence and the mean, estimated effects, observed changes"),
+    ):
+        command = sub.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        _add_data_source(command)
+        command.add_argument("--seed", type=int, default=0, help="seed of the grouped split")
+        command.add_argument("--test-fraction", type=float, default=0.2, help="share of conversations held out")
+        command.add_argument("--scorer", choices=list(SCORER_NAMES), default="wordmap", help="polarity scorer")
+        command.add_argument("--horizon", type=int, default=5, help="rows within which the next annotation counts")
+        if name == "fit":
+            command.add_argument("--split", choices=["train", "all"], default="train", help="side to fit on")
+            command.add_argument("--output", "-o", required=True, metavar="FILE", help="JSON file to write")
+            command.set_defaults(handler=_cmd_dynamics_fit)
+        else:
+            command.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples over groups")
+            command.add_argument("--json", action="store_true", help="print one JSON object")
+            command.set_defaults(handler=_cmd_dynamics_report)
+
+
+def _dynamics_settings(args: argparse.Namespace):
+    from rescue_env.data.splits import SplitConfig
+    from rescue_env.dynamics.state import StateConfig
+
+    if args.horizon < 1:
+        raise DataError(f"--horizon must be >= 1, got {args.horizon}")
+    try:
+        split = SplitConfig(split=getattr(args, "split", "train"), seed=args.seed, test_fraction=args.test_fraction)
+    except ValueError as exc:
+        raise DataError(str(exc).splitlines()[-1] if "\n" in str(exc) else str(exc)) from None
+    return split, StateConfig(scorer=args.scorer)
+
+
+def _cmd_dynamics_fit(args: argparse.Namespace) -> int:
+    from rescue_env.dynamics.fitting import fit_on_split
+
+    dataset = _load(args)
+    split, state = _dynamics_settings(args)
+    try:
+        model = fit_on_split(dataset, split, state, horizon=args.horizon)
+        model.save(args.output)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    except OSError as exc:
+        raise DataError(f"cannot write {args.output}: {exc.strerror}") from None
+    print(
+        f"fitted F on {model.fitted_on['samples']} conversation(s) ({args.split} side): "
+        f"{model.distress.n} distress and {model.viewpoint.n} viewpoint transitions; "
+        f"held-out residual sd {model.distress.sigma:.3f} / {model.viewpoint.sigma:.3f}; wrote {args.output}"
+    )
+    return 0
+
+
+def _cmd_dynamics_report(args: argparse.Namespace) -> int:
+    from rescue_env.data.splits import group_of, split_samples
+    from rescue_env.dynamics.fitting import fit_on_split
+    from rescue_env.dynamics.report import dynamics_report, format_report
+
+    dataset = _load(args)
+    split, state = _dynamics_settings(args)
+    if args.bootstrap < 1:
+        raise DataError(f"--bootstrap must be >= 1, got {args.bootstrap}")
+    train = split_samples(dataset.samples, split)
+    test = split_samples(dataset.samples, split.model_copy(update={"split": "test"}))
+    if not test:
+        raise DataError(f"{dataset.source}: the test side of the split is empty; nothing to validate F on")
+    try:
+        model = fit_on_split(dataset, split, state, horizon=args.horizon)
+        report = dynamics_report(train, test, group_of(dataset.samples), model, n_boot=args.bootstrap, seed=args.seed)
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+    if args.json:
+        print(json.dumps({"data": {"source": dataset.source, "sha256": dataset.sha256}, **report}, indent=2))
+    else:
+        print(format_report(report), end="")
+    return 0
 
 
 def _policy_name(value: str) -> str:
@@ -627,7 +711,7 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     from agents.client import ModelSetupError
     from benchmarks.failures import ErrorTally, FailureBudgetExceeded
     from benchmarks.rollout import Rollout, RolloutConfig, format_results, report_of
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
     name = args.policy or args.model or "?"
     output = args.output or f"runs/rollout-{name.replace('/', '_').replace(':', '_')}"

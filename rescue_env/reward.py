@@ -63,15 +63,35 @@ class RewardConfig(BaseModel):
     utility: Utility | None = Field(None, exclude=True, description="U(d, G, rho); default mean(1 - d)")
 
     @classmethod
-    def preset(cls, name: Preset, **overrides: float) -> RewardConfig:
-        weights = {
-            "imitation": {"timing": 1.0, "target": 1.0, "strategy": 1.0, "group": 0.0},
-            "group": {"timing": 0.0, "target": 0.0, "strategy": 0.0, "group": 1.0},
-            "combined": {"timing": 1.0, "target": 1.0, "strategy": 1.0, "group": 1.0},
-        }
+    def preset(cls, name: Preset, version: int = 0, **overrides: float) -> RewardConfig:
+        """The preset ``name`` of env version ``version`` (``Rescue-v0`` or ``Rescue-v1``; see PRESET_WEIGHTS)."""
+        if version not in PRESET_WEIGHTS:
+            raise ValueError(f"unknown reward version {version!r}; choose from {', '.join(map(str, PRESET_WEIGHTS))}")
+        weights = PRESET_WEIGHTS[version]
         if name not in weights:
             raise ValueError(f"unknown reward preset {name!r}; choose from {', '.join(PRESETS)}")
-        return cls(**{**weights[name], **overrides})
+        return cls(**{**weights[name], **VERSION_CONSTANTS[version], **overrides})
+
+
+PRESET_WEIGHTS: dict[int, dict[str, dict[str, float]]] = {
+    0: {
+        "imitation": {"timing": 1.0, "target": 1.0, "strategy": 1.0, "group": 0.0},
+        "group": {"timing": 0.0, "target": 0.0, "strategy": 0.0, "group": 1.0},
+        "combined": {"timing": 1.0, "target": 1.0, "strategy": 1.0, "group": 1.0},
+    },
+    # Rescue-v1: when to speak is learned from the therapist (timing), whom and how from the outcome model (the
+    # group objective on the predicted next state); imitating whom and how stays in ``imitation``.
+    1: {
+        "imitation": {"timing": 1.0, "target": 1.0, "strategy": 1.0, "group": 0.0},
+        "group": {"timing": 0.0, "target": 0.0, "strategy": 0.0, "group": 1.0},
+        "combined": {"timing": 1.0, "target": 0.0, "strategy": 0.0, "group": 1.0},
+    },
+}
+VERSION_CONSTANTS: dict[int, dict[str, float]] = {
+    0: {},
+    # No intervention cost in v1: v0's kappa = 0.65 was chosen on the whole release, i.e. on evaluation data.
+    1: {"kappa": 0.0},
+}
 
 
 def jaccard(chosen: frozenset[int], gold: frozenset[int]) -> float:

@@ -26,13 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.rollout_results import SCOPES, table
-from policies import CONSTANT, make_policy
-from rescue_env.env import RescueEnv
+from policies import make_policy
+from rescue_env.envs.replay import RescueEnv
 from rescue_env.reward import PRESETS, RewardConfig, group_objective, group_state, mean_wellbeing
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"
 POLICIES = ("oracle", "heuristic", "majority", "random", "always-everyone", "never", "most-distressed", "group-greedy")
 NON_CONSTANT = ("oracle", "heuristic")
+CONSTANT = ("always-everyone", "never", "most-distressed")  # the constant policies of the v0 table (unchanged)
 _UNMET = RewardConfig(lam=1.0, kappa=0.0, utility=lambda d, g, r: 0.0)  # group_objective = -unmet
 
 

@@ -33,7 +33,7 @@ from policies import POLICIES, make_policy
 from policies.sb3 import ALGO_DEFAULTS, ALGORITHMS, FEATURE_DEFAULTS, SB3Policy, fit, sidecar_path
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.splits import assign
-from rescue_env.env import RescueEnv
+from rescue_env.envs.replay import RescueEnv
 from rescue_env.rendering import MODES
 from rescue_env.reward import PRESETS
 

@@ -67,3 +67,17 @@ def make_sample(sample_id: str, speakers: list[str], scenario: str | None = "cou
 def write_jsonl(path: Path, records: list[Any]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _dynamics_cache(tmp_path_factory):
+    """Rescue-v1 caches its fitted outcome model; tests write it to a session folder, never to ~/.cache."""
+    import os
+
+    previous = os.environ.get("RESCUE_ENV_CACHE")
+    os.environ["RESCUE_ENV_CACHE"] = str(tmp_path_factory.mktemp("rescue-env-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("RESCUE_ENV_CACHE", None)
+    else:
+        os.environ["RESCUE_ENV_CACHE"] = previous

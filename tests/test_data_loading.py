@@ -47,13 +47,13 @@ def test_bad_intensity_names_file_line_sample_row_and_field(tmp_path: Path) -> N
     rows = [make_row(i, "Ana") for i in range(12)]
     rows[11]["internal_emotion"] = [{"person": "Ana", "emotion_description": "feels low", "intensity": "high"}]
     good = make_sample("good/001", ["Ana", "Therapist"])
-    bad = {"sample_id": "alan_and_evelyn/003", "scenario": "couple", "rows": rows}
+    bad = {"sample_id": "ana_and_ben/003", "scenario": "couple", "rows": rows}
     path = write_jsonl(
         tmp_path / "benchmark.jsonl", [good] * 1 + [make_sample(f"x/{i}", ["Ana"]) for i in range(15)] + [bad]
     )
     dataset = load_dataset(path)
     assert [str(p) for p in dataset.report.problems] == [
-        "benchmark.jsonl:17 sample alan_and_evelyn/003 row 12: internal_emotion[0].intensity: 'high' is not a number"
+        "benchmark.jsonl:17 sample ana_and_ben/003 row 12: internal_emotion[0].intensity: 'high' is not a number"
     ]
     assert dataset.report.samples_skipped == 1 and len(dataset) == 16
 
@@ -132,21 +132,21 @@ def test_missing_path() -> None:
 
 
 def test_directory_of_per_sample_files(tmp_path: Path) -> None:
-    (tmp_path / "alan_and_evelyn").mkdir()
+    (tmp_path / "ana_and_ben").mkdir()
     (tmp_path / "family_therapy" / "004").mkdir(parents=True)
     sample = make_sample("ignored", ["Ana", "Therapist"], scenario=None)
     del sample["sample_id"]
-    (tmp_path / "alan_and_evelyn" / "001_seg.json").write_text(json.dumps(sample))
+    (tmp_path / "ana_and_ben" / "001_seg.json").write_text(json.dumps(sample))
     (tmp_path / "family_therapy" / "004" / "merged.json").write_text(json.dumps(sample))
     (tmp_path / "manifest.json").write_text("")  # the release's empty manifest is ignored (App. C)
     dataset = load_dataset(tmp_path)
     assert dataset.report.ok
-    assert dataset.sample_ids == ["alan_and_evelyn/001_seg", "family_therapy/004/merged"]
+    assert dataset.sample_ids == ["ana_and_ben/001_seg", "family_therapy/004/merged"]
     assert [s.scenario for s in dataset] == [None, None]
     assert [len(dataset.by_scenario(s)) for s in ("couple", "family")] == [1, 1]
     # The hash changes with the content.
     before = dataset.sha256
-    (tmp_path / "alan_and_evelyn" / "001_seg.json").write_text(json.dumps({**sample, "rows": []}))
+    (tmp_path / "ana_and_ben" / "001_seg.json").write_text(json.dumps({**sample, "rows": []}))
     assert load_dataset(tmp_path).sha256 != before
 
 

@@ -12,7 +12,7 @@ import rescue_env  # noqa: F401  (registers the ids)
 from rescue_env.data import load_dataset
 from rescue_env.data.loading import Dataset, LoadReport
 from rescue_env.data.schema import Sample
-from rescue_env.env import CHARSET, RescueEnv, normalise_text
+from rescue_env.envs.replay import CHARSET, RescueEnv, normalise_text
 from rescue_env.reward import RewardConfig
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 

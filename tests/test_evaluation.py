@@ -14,7 +14,7 @@ from benchmarks.rollout import evaluate_policy
 from benchmarks.rollout_results import PolicyReport, format_report
 from policies import make_policy
 from rescue_env.cli import main
-from rescue_env.env import RescueEnv
+from rescue_env.envs.replay import RescueEnv
 from rescue_env.reward import PRESETS, RewardConfig
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,7 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 
 from rescue_env.data.loading import Dataset, LoadReport
 from rescue_env.data.schema import Sample
-from rescue_env.env import RescueEnv
-from rescue_env.multiparty import (
+from rescue_env.envs.multiparty import (
     SILENT,
     SPEAK,
     ParticipantPolicy,
@@ -20,6 +19,7 @@ from rescue_env.multiparty import (
     parallel_env,
     raw_env,
 )
+from rescue_env.envs.replay import RescueEnv
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 
 FAMILY = "demo_family/002_the_lindqvists"

@@ -12,7 +12,7 @@ from conftest import make_row, make_sample, write_jsonl
 from policies import CONSTANT, POLICIES, PRIVILEGED, MajorityPolicy, Policy, RandomPolicy, make_policy
 from policies.heuristic import HeuristicPolicy, parse_context
 from rescue_env.data import load_dataset
-from rescue_env.env import RescueEnv
+from rescue_env.envs.replay import RescueEnv
 from rescue_env.reward import RewardConfig
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 

@@ -26,7 +26,7 @@ from benchmarks.rollout import Rollout, RolloutConfig, TrajectoryStore, episode_
 from benchmarks.rollout_results import STAT_COLUMNS, bootstrap_intervals, metrics_from_sums
 from rescue_env.cli import main
 from rescue_env.data import Dataset, load_dataset
-from rescue_env.env import RescueEnv
+from rescue_env.envs.replay import RescueEnv
 
 FILES = ("config.json", "trajectories.jsonl", "results.json", "results.csv", "results.md", "run.json")
 

@@ -17,8 +17,8 @@ from benchmarks.rollout import evaluate_policy  # noqa: E402
 from policies import TRAINED, Policy, is_policy_name, make_policy  # noqa: E402
 from policies.sb3 import ALGORITHMS, FEATURE_DEFAULTS, SB3Policy, fit, sidecar_path, train  # noqa: E402
 from rescue_env.cli import main  # noqa: E402
-from rescue_env.env import RescueEnv  # noqa: E402
-from rescue_env.wrappers import make_flat_env  # noqa: E402
+from rescue_env.envs.replay import RescueEnv  # noqa: E402
+from rescue_env.envs.wrappers import make_flat_env  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_sb3.py"
 

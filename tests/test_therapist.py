@@ -27,7 +27,7 @@ from agents.therapist import (
     therapist_messages,
 )
 from rescue_env.data import Dataset, load_dataset
-from rescue_env.env import RescueEnv
+from rescue_env.envs.replay import RescueEnv
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 
 

@@ -1,7 +1,7 @@
 """Load RESCUE-Bench data: the release JSONL, a directory of per-sample JSON files, or the embedded demo data.
 
 Every problem in the input becomes a ``LoadProblem`` that names the file, line, sample id, row and field, e.g.
-``benchmark.jsonl:17 sample alan_and_evelyn/003 row 12: internal_emotion[0].intensity: 'high' is not a number``.
+``benchmark.jsonl:17 sample ana_and_ben/003 row 12: internal_emotion[0].intensity: 'high' is not a number``.
 By default a bad sample is skipped and loading goes on; ``strict=True`` raises ``DataError`` on the first problem.
 No data error ever surfaces as a Python traceback from the command line.
 """

@@ -4,7 +4,7 @@ Samples are segments of longer therapy sessions, so a split by sample lets one c
 and inflates every score (shared/data/README.md, "Groups for any split"). Every split, fold or results file in the
 project therefore goes through ``group_of`` and ``assign`` here:
 
-- a **couple** group is the sample id up to the first ``/`` (``alan_and_evelyn/003_...`` -> ``couple:alan_and_evelyn``);
+- a **couple** group is the sample id up to the first ``/`` (``ana_and_ben/003_...`` -> ``couple:ana_and_ben``);
 - a **family** group is a connected component of family samples that share a specific participant name: the
   release's ``family_therapy/NNN`` numbers are not one family each (the same people appear under several numbers).
   Generic role names (``Father``, ``Mother``, ``Family``, ...) never join groups: two families both with a

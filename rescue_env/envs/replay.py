@@ -136,6 +136,7 @@ class RescueEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    version = 0
 
     def __init__(
         self,
@@ -156,12 +157,14 @@ class RescueEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.dataset = data if isinstance(data, Dataset) else load_dataset(data)
-        self.reward_config = reward if isinstance(reward, RewardConfig) else RewardConfig.preset(reward)
+        self.reward_config = (
+            reward if isinstance(reward, RewardConfig) else RewardConfig.preset(reward, version=self.version)
+        )
         self.mode, self.context_size, self.max_chars = mode, context_size, max_chars
         self.max_participants = max_participants
         self.sample_order, self.decide_after_therapist = sample_order, decide_after_therapist
         self.render_mode = render_mode
-        self._presets = {name: RewardConfig.preset(name, **self._constants()) for name in PRESETS}
+        self._presets = {name: RewardConfig.preset(name, version=self.version, **self._constants()) for name in PRESETS}
         self._episodes: dict[str, Episode] = {}
         self.samples = [s for s in self.dataset.samples if self.decision_rows(s)]
         self._playable = {s.sample_id for s in self.samples}
@@ -377,16 +380,7 @@ class RescueEnv(gym.Env):
     def step(self, action: dict[str, Any]):
         point = self._point()
         intervene, recipients, strategy, invalid = self._decode(action)
-        parts = components(
-            intervene=intervene,
-            recipients=recipients,
-            strategy=strategy,
-            gold_intervene=point.gold_intervene,
-            gold_recipients=point.gold_recipients,
-            gold_strategy=point.gold_strategy,
-            state=point.group,
-            config=self.reward_config,
-        )
+        parts = self._parts(point, intervene, recipients, strategy, expected=False)
         reward = total(parts, self.reward_config)
         self._rewards.append(reward)
         sums = self._component_sums
@@ -436,6 +430,44 @@ class RescueEnv(gym.Env):
         if self.render_mode == "human":
             self.render()
         return observation, reward, terminated, False, info
+
+    def _group_component(
+        self,
+        point: DecisionPoint,
+        intervene: bool,
+        recipients: frozenset[int],
+        strategy: int,
+        v0_value: float,
+        expected: bool,
+    ) -> float:
+        """The group component of this step (v0: the annotated-state objective of ``rescue_env.reward``, which is
+        deterministic; ``expected`` asks for the expectation where a version draws it)."""
+        return v0_value
+
+    def action_value(self, action: dict[str, Any]) -> float:
+        """The step reward ``action`` would earn at the current decision point, without advancing (for a stochastic
+        group component, its expectation). Privileged, like ``gold()``: for fitting policies on logged rewards
+        (a replay's state never depends on the actions, so one step's value is all a return is made of) and for
+        analysis; never for an agent at evaluation time."""
+        point = self._point()
+        intervene, recipients, strategy, _ = self._decode(action)
+        return total(self._parts(point, intervene, recipients, strategy, expected=True), self.reward_config)
+
+    def _parts(
+        self, point: DecisionPoint, intervene: bool, recipients: frozenset[int], strategy: int, expected: bool
+    ) -> dict[str, float | None]:
+        parts = components(
+            intervene=intervene,
+            recipients=recipients,
+            strategy=strategy,
+            gold_intervene=point.gold_intervene,
+            gold_recipients=point.gold_recipients,
+            gold_strategy=point.gold_strategy,
+            state=point.group,
+            config=self.reward_config,
+        )
+        parts["group"] = self._group_component(point, intervene, recipients, strategy, parts["group"], expected)
+        return parts
 
     def _observation_at_end(self) -> dict[str, Any]:
         # Gymnasium needs an observation after the last step: the last decision point's, unchanged.

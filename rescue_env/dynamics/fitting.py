@@ -1,0 +1,80 @@
+"""F for a dataset: fitted on a side of the project's grouped split, cached by data hash.
+
+``Rescue-v1`` calls ``outcome_model_for(dataset, "train")`` when no model is given: the first call fits F on the
+train side of the grouped split (seconds) and writes it under ``cache_dir()``; later calls read it. Nothing fitted
+on the release ships with the project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from rescue_env.data import Dataset
+from rescue_env.data.splits import SplitConfig, describe, group_of, split_samples
+from rescue_env.dynamics.outcome import FORMAT_VERSION, OutcomeModel, fit_outcome_model
+from rescue_env.dynamics.state import StateConfig
+
+
+def cache_dir() -> Path:
+    """``$RESCUE_ENV_CACHE/dynamics``, else ``$XDG_CACHE_HOME/rescue-env/dynamics``, else ``~/.cache/...``."""
+    root = os.environ.get("RESCUE_ENV_CACHE")
+    if root:
+        return Path(root) / "dynamics"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rescue-env" / "dynamics"
+
+
+def fit_on_split(
+    dataset: Dataset, split: SplitConfig, state: StateConfig | None = None, horizon: int = 5
+) -> OutcomeModel:
+    """F fitted on ``split``'s side of ``dataset`` (``split="all"``: every conversation)."""
+    samples = split_samples(dataset.samples, split)
+    if not samples:
+        raise ValueError(f"the {split.split} side of {dataset.source} is empty: nothing to fit the outcome model on")
+    return fit_outcome_model(
+        samples,
+        group_of(dataset.samples),
+        state=state,
+        horizon=horizon,
+        fitted_on={
+            "source": dataset.source,
+            "sha256": dataset.sha256,
+            "split": describe(dataset.samples, split)["config"],
+        },
+    )
+
+
+def outcome_model_for(
+    dataset: Dataset,
+    side: str = "train",
+    *,
+    seed: int = 0,
+    test_fraction: float = 0.2,
+    state: StateConfig | None = None,
+    cache: bool = True,
+) -> OutcomeModel:
+    """F fitted on ``side`` (``train`` or ``all``) of ``dataset``'s grouped split, from the cache when there."""
+    if side not in ("train", "all"):
+        raise ValueError(f"dynamics must be 'train', 'all', a path or an OutcomeModel, got {side!r}")
+    state = state or StateConfig()
+    split = SplitConfig(split=side, seed=seed, test_fraction=test_fraction)
+    key = hashlib.sha256(
+        f"{FORMAT_VERSION}|{dataset.sha256}|{split.model_dump_json()}|{state.model_dump_json()}".encode()
+    ).hexdigest()[:20]
+    path = cache_dir() / f"{key}.json"
+    if cache and path.exists():
+        try:
+            return OutcomeModel.load(path)
+        except ValueError:
+            pass  # a stale or damaged cache entry is refitted
+    model = fit_on_split(dataset, split, state)
+    if cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            model.save(tmp)
+            tmp.replace(path)
+        except OSError:
+            pass  # a read-only home still gets a working env, only without the cache
+    return model
