@@ -18,7 +18,7 @@ def _register_environments() -> None:
     if "Rescue-v1" not in registry:
         register(id="Rescue-v1", entry_point="rescue_env.envs.replay_v1:RescueEnvV1")
     if "RescueFlat-v1" not in registry:
-        register(id="RescueFlat-v1", entry_point="rescue_env.envs.wrappers:make_flat_env_v1")
+        register(id="RescueFlat-v1", entry_point="rescue_env.envs.wrappers:make_flat_env", kwargs={"version": 1})
 
 
 _register_environments()

@@ -403,23 +403,25 @@ class OutcomeModel(BaseModel):
     ) -> tuple[np.ndarray, np.ndarray]:
         """The expected next (d, G) under ``action``; pairs without a viewpoint stay neutral (F models how a
         relational state changes, not whether a new one appears)."""
-        d, g = self._raw(state, action)
-        if effect_scale != 1.0:
-            d0, g0 = self._raw(state, NO_INTERVENTION)
-            d, g = d0 + effect_scale * (d - d0), g0 + effect_scale * (g - g0)
+        d, g = self._scaled(state, action, effect_scale)
         return np.clip(d, 0.0, 1.0), np.clip(g, 0.0, 1.0) * state.annotated_pairs
 
     def sample(
         self, state: PointState, action: SupportAction, rng: np.random.Generator, effect_scale: float = 1.0
     ) -> tuple[np.ndarray, np.ndarray]:
         """One draw of the next (d, G): Gaussian noise of the held-out residual sd around ``mean``, clipped."""
+        d, g = self._scaled(state, action, effect_scale)
+        d = d + self.distress.sigma * rng.standard_normal(d.shape)
+        g = g + self.viewpoint.sigma * rng.standard_normal(g.shape)
+        return np.clip(d, 0.0, 1.0), np.clip(g, 0.0, 1.0) * state.annotated_pairs
+
+    def _scaled(self, state: PointState, action: SupportAction, effect_scale: float) -> tuple[np.ndarray, np.ndarray]:
+        """F(x, a0) + scale (F(x, a) - F(x, a0)), unclipped (a0 = no intervention)."""
         d, g = self._raw(state, action)
         if effect_scale != 1.0:
             d0, g0 = self._raw(state, NO_INTERVENTION)
             d, g = d0 + effect_scale * (d - d0), g0 + effect_scale * (g - g0)
-        d = d + self.distress.sigma * rng.standard_normal(d.shape)
-        g = g + self.viewpoint.sigma * rng.standard_normal(g.shape)
-        return np.clip(d, 0.0, 1.0), np.clip(g, 0.0, 1.0) * state.annotated_pairs
+        return d, g
 
     def _raw(self, state: PointState, action: SupportAction) -> tuple[np.ndarray, np.ndarray]:
         X_person, X_pair = action_features(state, action)

@@ -344,37 +344,21 @@ def make_flat_env(
     last_row_weight: float = 2.0,
     turn_window: int = 8,
     cache_size: int = 16384,
+    version: int = 0,
     **env_kwargs: Any,
 ) -> gym.Env:
-    """``RescueFlat-v0``: ``RescueEnv(**env_kwargs)`` with ``FlatObservation`` and ``FlatAction``."""
+    """``RescueFlat-v0`` (``version=0``: ``RescueEnv(**env_kwargs)``) or ``RescueFlat-v1`` (``version=1``:
+    ``RescueEnvV1``, ``elapsed`` in place of ``position``, log-scaled) with ``FlatObservation`` and ``FlatAction``;
+    ``action_masks()`` works with sb3-contrib's ``MaskablePPO``."""
     from rescue_env.envs.replay import RescueEnv
-
-    env = RescueEnv(**env_kwargs)
-    env = FlatObservation(
-        env,
-        hash_dim=hash_dim,
-        last_row_weight=last_row_weight,
-        turn_window=turn_window,
-        embeddings=embeddings,
-        cache_size=cache_size,
-    )
-    return FlatAction(env)
-
-
-def make_flat_env_v1(
-    hash_dim: int = 256,
-    embeddings: bool = False,
-    last_row_weight: float = 2.0,
-    turn_window: int = 8,
-    cache_size: int = 16384,
-    **env_kwargs: Any,
-) -> gym.Env:
-    """``RescueFlat-v1``: ``RescueEnvV1(**env_kwargs)`` with ``FlatObservation`` (``elapsed`` in place of
-    ``position``, log-scaled) and ``FlatAction``; ``action_masks()`` works with sb3-contrib's ``MaskablePPO``."""
     from rescue_env.envs.replay_v1 import RescueEnvV1
 
+    classes = {0: RescueEnv, 1: RescueEnvV1}
+    if version not in classes:
+        raise ValueError(f"version must be 0 or 1, got {version!r}")
+    env = classes[version](**env_kwargs)
     env = FlatObservation(
-        RescueEnvV1(**env_kwargs),
+        env,
         hash_dim=hash_dim,
         last_row_weight=last_row_weight,
         turn_window=turn_window,
@@ -391,7 +375,6 @@ __all__ = [
     "LRUCache",
     "check_embeddings_available",
     "make_flat_env",
-    "make_flat_env_v1",
     "stable_bucket",
     "term_counts",
 ]
