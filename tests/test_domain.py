@@ -11,7 +11,9 @@ from rescue_env.data import load_dataset
 from rescue_env.data.domain import (
     SpeakerClass,
     collapse_target,
+    decision_rows,
     is_client,
+    latest_relation_pattern,
     latest_states,
     participants,
     relation_labels,
@@ -164,3 +166,15 @@ def test_latest_states_by_hand() -> None:
 def test_client_rows() -> None:
     sample = _sample(make_sample("s/1", ["Ana", "Therapist", "Couple", ""]))
     assert [is_client(r) for r in sample.rows] == [True, False, False, False]
+
+
+def test_decision_rows_and_latest_relation_pattern():
+    record = make_sample("demo_a_and_b/001", ["Ana", "Therapist", "Ben", "Ana", "Therapist"])
+    record["rows"][0]["relation_pattern"] = "attack_attack"
+    record["rows"][1]["relation_cycle_state"] = "pursue_withdraw"
+    record["rows"][3]["relation_pattern"] = "not_a_label"
+    sample = _sample(record)
+    assert decision_rows(sample) == [0, 2, 3]  # not the therapist's row 1, never the last row
+    assert decision_rows(sample, after_therapist=True) == [0, 1, 2, 3]
+    assert latest_relation_pattern(sample, 0) == "attack_attack"
+    assert latest_relation_pattern(sample, 3) == "pursue_withdraw"  # row 3's label is outside the taxonomy

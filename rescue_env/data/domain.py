@@ -131,6 +131,24 @@ def primary_strategy(row: Row) -> str:
     return row.support_strategy[0].strategy_type.strip() if row.support_strategy else ""
 
 
+def decision_rows(sample: Sample, after_therapist: bool = False) -> list[int]:
+    """Row positions after which the supporter decides (App. B): every row but the last that the therapist did
+    not speak; with ``after_therapist``, the therapist's rows too."""
+    rows = sample.rows
+    return [p for p in range(len(rows) - 1) if after_therapist or not is_therapist(rows[p])]
+
+
+def latest_relation_pattern(sample: Sample, row: int) -> str | None:
+    """The latest in-taxonomy relation label at or before ``row``: ``relation_pattern`` when non-empty, else the
+    ``relation_cycle_state`` (the release keeps labels in both fields)."""
+    labels = relation_patterns(scenario_of(sample))
+    for earlier in sample.rows[row::-1]:
+        label = (earlier.relation_pattern or "").strip() or (earlier.relation_cycle_state or "").strip()
+        if label in labels:
+            return label
+    return None
+
+
 RelationProtocol = Literal["paper", "unified"]
 
 

@@ -37,7 +37,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rescue_env.data.domain import (
+    decision_rows,
     is_therapist,
+    latest_relation_pattern,
     participants,
     primary_strategy,
     scenario_of,
@@ -46,7 +48,7 @@ from rescue_env.data.domain import (
 )
 from rescue_env.data.schema import Sample
 from rescue_env.dynamics.state import Snapshot, StateConfig, snapshots
-from rescue_env.taxonomy import ALL_RELATION_PATTERN_KEYS, ALL_STRATEGY_KEYS, relation_patterns
+from rescue_env.taxonomy import ALL_RELATION_PATTERN_KEYS, ALL_STRATEGY_KEYS
 
 FORMAT_VERSION = 1
 PATTERNS: tuple[str, ...] = ALL_RELATION_PATTERN_KEYS
@@ -241,21 +243,6 @@ class EpisodeStates:
     states: tuple[PointState, ...]
 
 
-def decision_rows(sample: Sample) -> list[int]:
-    """Rows after which a decision is taken (every row not spoken by the therapist, but the last)."""
-    return [r for r in range(len(sample.rows) - 1) if not is_therapist(sample.rows[r])]
-
-
-def latest_pattern(sample: Sample, row: int) -> str | None:
-    """The latest in-taxonomy relation label at or before ``row`` (``relation_pattern``, else the cycle state)."""
-    labels = relation_patterns(scenario_of(sample))
-    for earlier in sample.rows[row::-1]:
-        label = (earlier.relation_pattern or "").strip() or (earlier.relation_cycle_state or "").strip()
-        if label in labels:
-            return label
-    return None
-
-
 def episode_states(
     sample: Sample, config: StateConfig, people: Sequence[str] | None = None, rows: Sequence[int] | None = None
 ) -> EpisodeStates:
@@ -267,7 +254,7 @@ def episode_states(
     for row in rows:
         speaker = sample.rows[row].primary_speaker.strip()
         last = people.index(speaker) if speaker in people else None
-        states.append(point_state(snaps[row], row, last, family, latest_pattern(sample, row), config))
+        states.append(point_state(snaps[row], row, last, family, latest_relation_pattern(sample, row), config))
     return EpisodeStates(people, rows, tuple(states))
 
 

@@ -14,7 +14,9 @@ from gymnasium import spaces
 from rescue_env.data import Dataset, Sample, load_dataset
 from rescue_env.data.domain import (
     SpeakerClass,
+    decision_rows,
     is_therapist,
+    latest_relation_pattern,
     latest_states,
     participants,
     primary_strategy,
@@ -35,7 +37,7 @@ from rescue_env.reward import (
     group_state,
     total,
 )
-from rescue_env.taxonomy import ALL_STRATEGY_KEYS, relation_patterns, strategies
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS, strategies
 from rescue_env.text import CHARSET, normalise_text
 
 
@@ -212,8 +214,7 @@ class RescueEnv(gym.Env):
     def decision_rows(self, sample: Sample) -> list[int]:
         """Row positions after which the agent decides (every client row but the last row; therapist rows too
         with ``decide_after_therapist``): the episode's length without precomputing it."""
-        rows = sample.rows
-        return [p for p in range(len(rows) - 1) if self.decide_after_therapist or not is_therapist(rows[p])]
+        return decision_rows(sample, self.decide_after_therapist)
 
     def _slot_of(self, name: str, people: Sequence[str]) -> int:
         kind = speaker_class(name)
@@ -233,10 +234,9 @@ class RescueEnv(gym.Env):
         taxonomy = strategies(scenario)
         header = normalise_text(render_header(scenario, people, self.max_participants))
         budget = max(0, self.max_chars - len(header))
-        labels = relation_patterns(scenario)
-        decision_rows = self.decision_rows(sample)
+        rows = self.decision_rows(sample)
         points = []
-        for step, row in enumerate(decision_rows):
+        for step, row in enumerate(rows):
             rows_text = normalise_text(render_rows(sample, window(row, self.context_size), self.mode))
             following = sample.rows[row + 1]
             gold_intervene = is_therapist(following)
@@ -249,14 +249,9 @@ class RescueEnv(gym.Env):
                 gold_strategy = ALL_STRATEGY_KEYS.index(key) if key in taxonomy else None
             states = latest_states(sample, row, max_age=self.reward_config.max_age)
             distress = np.array([(states[p].intensity or 0.0) / 10.0 for p in people], dtype=np.float64)
-            pattern = None
-            for earlier in sample.rows[row::-1]:
-                label = (earlier.relation_pattern or "").strip() or (earlier.relation_cycle_state or "").strip()
-                if label in labels:
-                    pattern = label
-                    break
+            pattern = latest_relation_pattern(sample, row)
             viewpoints = {p: dict(states[p].viewpoints) for p in people if states[p].viewpoints}
-            position = np.array([row / max(1, len(sample.rows) - 1), step / max(1, len(decision_rows) - 1)])
+            position = np.array([row / max(1, len(sample.rows) - 1), step / max(1, len(rows) - 1)])
             points.append(
                 DecisionPoint(
                     row=row,
