@@ -206,14 +206,13 @@ def action_features(state: PointState, action: SupportAction) -> tuple[np.ndarra
     pairs = np.zeros((len(state.pair_index), len(PAIR_ACTION_NAMES)))
     if action.intervene:
         pairs[:, 0] = 1.0
-        strategy = ALL_STRATEGY_KEYS.index(action.strategy) if action.strategy in ALL_STRATEGY_KEYS else None
-        for k, (i, j) in enumerate(state.pair_index):
-            if kind is not None and supported[i]:
-                pairs[k, 1 + KINDS.index(kind)] = 1.0
-                if strategy is not None:
-                    pairs[k, 9 + strategy] = 1.0
-            if kind is not None and supported[j]:
-                pairs[k, 5 + KINDS.index(kind)] = 1.0
+        if kind is not None and state.pair_index:
+            source, target = np.asarray(state.pair_index).T
+            column = KINDS.index(kind)
+            pairs[:, 1 + column] = supported[source]
+            pairs[:, 5 + column] = supported[target]
+            if action.strategy in ALL_STRATEGY_KEYS:
+                pairs[:, 9 + ALL_STRATEGY_KEYS.index(action.strategy)] = supported[source]
     return np.hstack([state.person, person]), np.hstack([state.pairs, pairs])
 
 
@@ -228,7 +227,7 @@ class Transitions:
     y: np.ndarray
     current: np.ndarray  # persistence's prediction: the current (aged) value
     groups: list[str]
-    kinds: list[str | None]  # the recipient kind of the row's participant ("none": not supported)
+    kinds: list[str | None]  # the recipient kind of the row's participant (None: not supported)
     strategies: list[str | None]
     supported: np.ndarray  # bool: the participant / pair source was a recipient
     therapist: np.ndarray  # bool: the therapist spoke
@@ -244,11 +243,16 @@ class EpisodeStates:
 
 
 def episode_states(
-    sample: Sample, config: StateConfig, people: Sequence[str] | None = None, rows: Sequence[int] | None = None
+    sample: Sample,
+    config: StateConfig,
+    people: Sequence[str] | None = None,
+    rows: Sequence[int] | None = None,
+    snaps: Sequence[Snapshot] | None = None,
 ) -> EpisodeStates:
+    """The state of every decision row (``snaps``: the sample's ``snapshots``, when already computed)."""
     people = tuple(people if people is not None else participants(sample))
     rows = tuple(rows if rows is not None else decision_rows(sample))
-    snaps = snapshots(sample, people, config)
+    snaps = snaps if snaps is not None else snapshots(sample, people, config)
     family = scenario_of(sample) == "family"
     states = []
     for row in rows:
@@ -258,10 +262,9 @@ def episode_states(
     return EpisodeStates(people, rows, tuple(states))
 
 
-def _next_values(sample: Sample, people: Sequence[str], config: StateConfig) -> tuple[dict, dict]:
+def _next_values(snaps: Sequence[Snapshot], n: int) -> tuple[dict, dict]:
     """Per participant and per ordered pair: the rows where a fresh annotation lands and its value."""
-    snaps = snapshots(sample, people, config)
-    emotion: dict[int, list[tuple[int, float]]] = {i: [] for i in range(len(people))}
+    emotion: dict[int, list[tuple[int, float]]] = {i: [] for i in range(n)}
     pair: dict[tuple[int, int], list[tuple[int, float]]] = {}
     for position, snap in enumerate(snaps):
         for i in np.flatnonzero(snap.emotion_row == position):
@@ -290,53 +293,51 @@ def transitions(
         people = tuple(participants(sample))
         if not people:
             continue
-        episode = episode_states(sample, config, people)
-        emotion_events, pair_events = _next_values(sample, people, config)
-        n = len(people)
+        snaps = snapshots(sample, people, config)
+        episode = episode_states(sample, config, people, snaps=snaps)
+        emotion_events, pair_events = _next_values(snaps, len(people))
+        group = groups[sample.sample_id]
         for row, state in zip(episode.rows, episode.states):
             action = recorded_action(sample, row + 1, people)
-            kind = recipient_kind(action, n)
+            kind = recipient_kind(action, len(people))
             X_person, X_pair = action_features(state, action)
-            for i in range(n):
-                target = _first_within(emotion_events[i], row, horizon)
-                if target is None:
-                    continue
-                supported = action.intervene and i in action.recipients
-                _append(
-                    rows_d,
-                    X_person[i],
-                    target,
-                    state.distress[i],
-                    groups[sample.sample_id],
-                    kind if supported else None,
-                    action.strategy if supported else None,
-                    supported,
-                    action.intervene,
-                )
+            for i in range(len(people)):
+                _add(rows_d, emotion_events[i], row, horizon, X_person[i], state.distress[i], i, action, kind, group)
             for k, (i, j) in enumerate(state.pair_index):
-                target = _first_within(pair_events.get((i, j), []), row, horizon)
-                if target is None:
-                    continue
-                supported = action.intervene and i in action.recipients
-                _append(
-                    rows_g,
-                    X_pair[k],
-                    target,
-                    state.g[i, j],
-                    groups[sample.sample_id],
-                    kind if supported else None,
-                    action.strategy if supported else None,
-                    supported,
-                    action.intervene,
-                )
+                events = pair_events.get((i, j), [])
+                _add(rows_g, events, row, horizon, X_pair[k], state.g[i, j], i, action, kind, group)
     return _finish(rows_d, len(DISTRESS_FEATURES)), _finish(rows_g, len(PAIR_FEATURES))
 
 
-def _append(rows: dict[str, list], x, y, current, group, kind, strategy, supported, therapist) -> None:
-    for key, value in zip(
-        ("X", "y", "current", "groups", "kinds", "strategies", "supported", "therapist"),
-        (x, y, current, group, kind, strategy, supported, therapist),
-    ):
+def _add(
+    rows: dict[str, list],
+    events,
+    row: int,
+    horizon: int,
+    x: np.ndarray,
+    current: float,
+    source: int,
+    action: SupportAction,
+    kind: str | None,
+    group: str,
+) -> None:
+    """One training row when ``events`` holds a fresh annotation within ``horizon`` rows after ``row``; the
+    recipient kind and strategy are the action's as seen by participant (or pair source) ``source``."""
+    target = _first_within(events, row, horizon)
+    if target is None:
+        return
+    supported = action.intervene and source in action.recipients
+    values = (
+        x,
+        target,
+        current,
+        group,
+        kind if supported else None,
+        action.strategy if supported else None,
+        supported,
+        action.intervene,
+    )
+    for key, value in zip(("X", "y", "current", "groups", "kinds", "strategies", "supported", "therapist"), values):
         rows[key].append(value)
 
 
@@ -416,9 +417,8 @@ class OutcomeModel(BaseModel):
         n = d.size
         g = np.zeros((n, n))
         if state.pair_index:
-            values = self.viewpoint.predict(X_pair)
-            for (i, j), value in zip(state.pair_index, values):
-                g[i, j] = value
+            source, target = np.asarray(state.pair_index).T
+            g[source, target] = self.viewpoint.predict(X_pair)
         return d, g
 
     # --- files ---
