@@ -17,11 +17,10 @@ from rescue_env.data.schema import Sample
 from rescue_env.dynamics.outcome import (
     DISTRESS_FEATURES,
     KINDS,
-    PAIR_FEATURES,
+    LinearHead,
     OutcomeModel,
     StateConfig,
     Transitions,
-    fit_head,
     transitions,
 )
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
@@ -41,13 +40,13 @@ def _mse_ci(errors: np.ndarray, groups: Sequence[str], rng: np.random.Generator,
 
 
 def held_out_errors(
-    train: Transitions, test: Transitions, features: list[str], rng: np.random.Generator, n_boot: int
+    head: LinearHead, train: Transitions, test: Transitions, rng: np.random.Generator, n_boot: int
 ) -> dict[str, Any]:
-    """Mean squared error on ``test`` of F (ridge), gradient boosting, persistence and the training mean, and
-    F's gain over persistence per test row (paired), each with a 95 % interval over test groups."""
+    """Mean squared error on ``test`` of F's ``head`` (fitted on ``train``), gradient boosting and the training
+    mean (fitted on ``train``), persistence, and F's gain over persistence per test row (paired), each with a
+    95 % interval over test groups."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
-    head = fit_head(train, features)
     predictions = {
         "F (ridge)": np.clip(head.predict(test.X), 0, 1),
         "gradient boosting": np.clip(
@@ -66,11 +65,6 @@ def held_out_errors(
     gain = (predictions["persistence"] - test.y) ** 2 - (predictions["F (ridge)"] - test.y) ** 2
     out["gain_over_persistence"] = _mse_ci(gain, test.groups, rng, n_boot)
     return out
-
-
-def _effect_rows(data: Transitions, coef: np.ndarray) -> np.ndarray:
-    """Per row: F(x, recorded action) - F(x, no intervention) = the action part of the linear prediction."""
-    return data.X[:, -N_ACTION:] @ coef[-N_ACTION:]
 
 
 def effects(data: Transitions, alpha: float, rng: np.random.Generator, n_boot: int) -> dict[str, Any]:
@@ -138,14 +132,15 @@ def dynamics_report(
     n_boot: int = 200,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Everything ``rescue-bench dynamics report`` prints, as one JSON-able dict."""
+    """Everything ``rescue-bench dynamics report`` prints, as one JSON-able dict; ``model`` is F fitted on
+    ``train`` (``fitting.fit_on_split``), so that the report describes the F an env would use."""
     rng = np.random.default_rng(seed)
     state: StateConfig = model.state
     d_train, g_train = transitions(train, groups, state, model.horizon)
     d_test, g_test = transitions(test, groups, state, model.horizon)
     return {
-        "distress": held_out_errors(d_train, d_test, DISTRESS_FEATURES, rng, n_boot),
-        "viewpoint": held_out_errors(g_train, g_test, PAIR_FEATURES, rng, n_boot),
+        "distress": held_out_errors(model.distress, d_train, d_test, rng, n_boot),
+        "viewpoint": held_out_errors(model.viewpoint, g_train, g_test, rng, n_boot),
         "effects": effects(d_train, model.distress.alpha, rng, n_boot),
         "observed": observed_changes(d_train, rng, n_boot),
         "train_samples": len(train),
