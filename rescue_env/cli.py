@@ -142,7 +142,7 @@ def _dynamics_settings(args: argparse.Namespace):
     try:
         split = SplitConfig(split=getattr(args, "split", "train"), seed=args.seed, test_fraction=args.test_fraction)
     except ValueError as exc:
-        raise DataError(str(exc).splitlines()[-1] if "\n" in str(exc) else str(exc)) from None
+        raise DataError(str(exc)) from None  # SplitConfig's messages are one line
     return split, StateConfig(scorer=args.scorer)
 
 

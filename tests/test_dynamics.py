@@ -157,6 +157,8 @@ def test_cli_fit_and_report(tmp_path, capsys):
     assert set(report["distress"]["mse"]) == {"F (ridge)", "gradient boosting", "persistence", "training mean"}
     assert main(["dynamics", "fit", "--horizon", "0", "-o", str(out)]) == 1
     assert capsys.readouterr().err.strip() == "error: --horizon must be >= 1, got 0"
+    assert main(["dynamics", "report", "--test-fraction", "2"]) == 1
+    assert capsys.readouterr().err.strip() == "error: test_fraction must be a number strictly between 0 and 1, got 2.0"
 
 
 @pytest.mark.shared_data

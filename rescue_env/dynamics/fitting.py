@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from rescue_env.data import Dataset
-from rescue_env.data.splits import SplitConfig, describe, group_of, split_samples
+from rescue_env.data.splits import SplitConfig, group_of, split_samples
 from rescue_env.dynamics.outcome import FORMAT_VERSION, OutcomeModel, fit_outcome_model
 from rescue_env.dynamics.state import StateConfig
 
@@ -40,7 +40,7 @@ def fit_on_split(
         fitted_on={
             "source": dataset.source,
             "sha256": dataset.sha256,
-            "split": describe(dataset.samples, split)["config"],
+            "split": split.model_dump(mode="json"),
         },
     )
 
