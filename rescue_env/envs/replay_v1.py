@@ -169,22 +169,27 @@ class RescueEnvV1(RescueEnv):
     ) -> float:
         if expected:
             return self.expected_group(intervene, recipients, strategy)
-        state, action = self._point_state(), self._support(intervene, recipients, strategy)
-        if self.outcome == "sample":
-            d, g = self.dynamics.sample(state, action, self.np_random, self.effect_scale)
-        else:
-            d, g = self.dynamics.mean(state, action, self.effect_scale)
+        d, g = self._next_state(intervene, recipients, strategy, draw=self.outcome == "sample")
         self._predicted = (d, g)
-        c = self.reward_config
-        return objective(d, g, self.dynamics.state.tension_weight, c.lam) - c.kappa * float(intervene)
+        return self._group_value(d, g, intervene)
 
     def expected_group(self, intervene: bool, recipients: frozenset[int], strategy: int) -> float:
         """The group component's expectation under F's mean for an action at the current step (privileged:
         reference policies and analysis only)."""
         self._point()
-        d, g = self.dynamics.mean(
-            self._point_state(), self._support(intervene, recipients, strategy), self.effect_scale
-        )
+        return self._group_value(*self._next_state(intervene, recipients, strategy, draw=False), intervene)
+
+    def _next_state(
+        self, intervene: bool, recipients: frozenset[int], strategy: int, draw: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """F's next (d, G) at the current step under the action: a draw with ``np_random``, or F's mean."""
+        state, action = self._point_state(), self._support(intervene, recipients, strategy)
+        if draw:
+            return self.dynamics.sample(state, action, self.np_random, self.effect_scale)
+        return self.dynamics.mean(state, action, self.effect_scale)
+
+    def _group_value(self, d: np.ndarray, g: np.ndarray, intervene: bool) -> float:
+        """U(d, G) - lambda max d - kappa z."""
         c = self.reward_config
         return objective(d, g, self.dynamics.state.tension_weight, c.lam) - c.kappa * float(intervene)
 
@@ -208,11 +213,10 @@ class RescueEnvV1(RescueEnv):
     # ----- info and privileged state ------------------------------------------------------------------------
 
     def step(self, action: dict[str, Any]):
-        state = self._point_state()
+        point, state = self._point(), self._point_state()
         observation, reward, terminated, truncated, info = super().step(action)
         people = self._episode.participants
-        info["state"] = self._state_info(state.distress, state.g, people)
-        info["state"]["pattern"] = self._last[0].pattern
+        info["state"] = {**self._state_info(state.distress, state.g, people), "pattern": point.pattern}
         d, g = self._predicted
         info["predicted"] = self._state_info(d, g, people)
         return observation, reward, terminated, truncated, info
