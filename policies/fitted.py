@@ -37,6 +37,15 @@ def candidate_action(observation: dict, candidate: Candidate) -> dict:
     return make_action(observation, intervene, slots, strategy)
 
 
+_INTERVENES = np.array([c[0] for c in CANDIDATES])
+_STRATEGIES = np.array([c[2] for c in CANDIDATES])
+
+
+def valid_candidates(observation: dict) -> np.ndarray:
+    """Which candidates the scenario allows (an intervention's strategy must be in its taxonomy)."""
+    return ~_INTERVENES | np.asarray(observation["strategy_mask"], dtype=bool)[_STRATEGIES]
+
+
 def _features(flat, observation: dict) -> np.ndarray:
     return np.append(flat.observation(observation), 1.0)
 
@@ -76,9 +85,15 @@ class FittedQPolicy:
             observation, _ = base.reset(options={"sample_id": sample_id})
             done = False
             while not done:
+                allowed = valid_candidates(observation)
                 X.append(_features(flat, observation))
-                Y.append([base.action_value(candidate_action(observation, c)) for c in CANDIDATES])
-                valid.append([not c[0] or bool(observation["strategy_mask"][c[2]]) for c in CANDIDATES])
+                Y.append(
+                    [
+                        base.action_value(candidate_action(observation, c)) if ok else np.nan
+                        for c, ok in zip(CANDIDATES, allowed)
+                    ]
+                )
+                valid.append(allowed)
                 observation, _, terminated, truncated, _ = base.step(candidate_action(observation, CANDIDATES[0]))
                 done = terminated or truncated
         X, Y, valid = np.asarray(X), np.asarray(Y), np.asarray(valid)
@@ -92,10 +107,6 @@ class FittedQPolicy:
                 weights[-1, k] = -np.inf  # never seen valid: never chosen
         return cls(weights, hash_dim, f"Rescue-v{base.version}", {"conversations": len(ids), "decisions": int(len(X))})
 
-    @classmethod
-    def from_env(cls, env, seed: int | None = 0) -> FittedQPolicy:
-        raise ValueError("fitted-q is trained: FittedQPolicy.fit(env, sample_ids) or FittedQPolicy.load(PATH)")
-
     def reset(self, seed: int | None = None) -> None:
         pass
 
@@ -104,10 +115,7 @@ class FittedQPolicy:
             from rescue_env.envs.wrappers import FlatObservation
 
             self._flat = FlatObservation(unwrapped(env), hash_dim=self.hash_dim)
-        scores = _features(self._flat, observation) @ self.weights
-        for k, (intervene, _, strategy) in enumerate(CANDIDATES):
-            if intervene and not observation["strategy_mask"][strategy]:
-                scores[k] = -np.inf
+        scores = np.where(valid_candidates(observation), _features(self._flat, observation) @ self.weights, -np.inf)
         return candidate_action(observation, CANDIDATES[int(np.argmax(scores))])
 
     def save(self, path: str | Path) -> None:
