@@ -156,12 +156,16 @@ class _Stateless:
 
 
 class AlwaysInterveneEveryone(_Stateless):
-    """Intervene at every decision point, on everyone, with the first valid strategy (``track``)."""
+    """Intervene at every decision point, on everyone, with ``strategy`` (an index of ``ALL_STRATEGY_KEYS``) where
+    the scenario allows it, else the first valid strategy (``track``; the default)."""
 
     name = "always-everyone"
 
+    def __init__(self, strategy: int | None = None) -> None:
+        self.strategy = strategy
+
     def act(self, observation: dict, env: RescueEnv) -> dict:
-        return make_action(observation, True)
+        return make_action(observation, True, None, self.strategy)
 
 
 class AlwaysLastSpeaker(_Stateless):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from benchmarks.rollout import evaluate_policy, subset
-from policies.base import make_action
+from policies import AlwaysInterveneEveryone
 from policies.fitted import FittedQPolicy
 from rescue_env.data import load_dataset
 from rescue_env.data.splits import SplitConfig, split_samples
@@ -22,20 +22,6 @@ from rescue_env.dynamics.fitting import fit_on_split
 from rescue_env.envs.replay_v1 import RescueEnvV1
 from rescue_env.reward import PRESETS
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
-
-
-class ConstantStrategy:
-    """Always intervene on everyone with one strategy (the scenario's first valid one where it is not allowed)."""
-
-    def __init__(self, strategy: int) -> None:
-        self.strategy, self.name = strategy, f"everyone-{ALL_STRATEGY_KEYS[strategy]}"
-
-    def reset(self, seed: int | None = None) -> None:
-        pass
-
-    def act(self, observation: dict, env) -> dict:
-        return make_action(observation, True, None, self.strategy)
-
 
 CONSTANTS = ("never", "always-everyone", "last-speaker", "most-vocal")
 POLICIES = (*CONSTANTS, "heuristic", "fitted-q", "oracle", "group-greedy")
@@ -91,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         results[preset]["constant-strategy"] = {}
         for strategy in ALL_STRATEGY_KEYS:
-            policy = ConstantStrategy(ALL_STRATEGY_KEYS.index(strategy))
+            policy = AlwaysInterveneEveryone(ALL_STRATEGY_KEYS.index(strategy))
             report = evaluate_policy(policy, env, seed=args.seed).scopes["all"]
             results[preset]["constant-strategy"][strategy] = report.returns_by_preset[preset]
     print("| policy | " + " | ".join(PRESETS) + " | timing F1 |")
