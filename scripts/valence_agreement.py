@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
 from rescue_env.data import load_dataset
-from rescue_env.valence import KINDS, SCORER_NAMES, get_scorer
+from rescue_env.valence import CLASSES, KINDS, SCORER_NAMES, get_scorer
 from rescue_env.valence.labels import resolve
 
 LABEL_FILES = {"emotion": "emotions.csv", "attitude": "viewpoints.csv"}
@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, dict[str, float]]] = {}
     for kind in KINDS:
         labelled = resolve(Path(args.labels) / LABEL_FILES[kind], dataset, kind)
-        results[kind] = {
-            "labels": {c: int(np.sum(labelled.labels == i)) for i, c in enumerate(("negative", "neutral", "positive"))}
-        }
+        results[kind] = {"labels": {c: int(np.sum(labelled.labels == i)) for i, c in enumerate(CLASSES)}}
         candidates: dict[str, Callable[[list[str]], np.ndarray]] = {
             name: (lambda texts, name=name, kind=kind: get_scorer(name, kind).probabilities(texts).argmax(axis=1))
             for name in SCORER_NAMES

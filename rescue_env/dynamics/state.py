@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rescue_env.data.schema import Sample
-from rescue_env.valence import DEFAULT_SCORER, SCORER_NAMES, get_scorer
+from rescue_env.valence import DEFAULT_SCORER, SCORER_NAMES, negativity
 from rescue_env.valence.labels import attitude_text
 
 
@@ -99,8 +99,8 @@ def snapshots(sample: Sample, people: Sequence[str], config: StateConfig) -> lis
                 viewpoints.append(
                     (position, index[source], index[target], attitude_text(view.viewpoint, view.attitude))
                 )
-    emotion_negativity = _negativity([e[2] for e in emotions], config.scorer, "emotion")
-    viewpoint_negativity = _negativity([v[3] for v in viewpoints], config.scorer, "attitude")
+    emotion_negativity = negativity([e[2] for e in emotions], config.scorer, "emotion")
+    viewpoint_negativity = negativity([v[3] for v in viewpoints], config.scorer, "attitude")
 
     distress, emotion_row = np.zeros(n), np.full(n, -1)
     g, viewpoint_row = np.zeros((n, n)), np.full((n, n), -1)
@@ -118,15 +118,3 @@ def snapshots(sample: Sample, people: Sequence[str], config: StateConfig) -> lis
             v += 1
         out.append(Snapshot(distress.copy(), emotion_row.copy(), g.copy(), viewpoint_row.copy()))
     return out
-
-
-_CACHE: dict[tuple[str, str, str], float] = {}
-
-
-def _negativity(texts: list[str], scorer: str, kind: str) -> np.ndarray:
-    # Cached per text: the same description recurs, and the embedding scorer is slow.
-    missing = list(dict.fromkeys(t for t in texts if (scorer, kind, t) not in _CACHE))
-    if missing:
-        values = get_scorer(scorer, kind).probabilities(missing)[:, 0]
-        _CACHE.update({(scorer, kind, t): float(x) for t, x in zip(missing, values)})
-    return np.array([_CACHE[(scorer, kind, t)] for t in texts])

@@ -106,9 +106,17 @@ def get_scorer(name: str = DEFAULT_SCORER, kind: Kind = "emotion") -> PolaritySc
     raise ValueError(f"unknown polarity scorer {name!r}; choose from {', '.join(SCORER_NAMES)}")
 
 
+_NEGATIVITY: dict[tuple[str, str, str], float] = {}
+
+
 def negativity(texts: Sequence[str], name: str = DEFAULT_SCORER, kind: Kind = "emotion") -> np.ndarray:
-    """P(negative) of each text under the scorer ``name``."""
-    return get_scorer(name, kind).probabilities(list(texts))[:, 0] if texts else np.zeros(0)
+    """P(negative) of each text under the scorer ``name``, cached per text for the process (the same
+    description recurs across rows and conversations, and the embedding scorer is slow)."""
+    missing = list(dict.fromkeys(t for t in texts if (name, kind, t) not in _NEGATIVITY))
+    if missing:
+        values = get_scorer(name, kind).probabilities(missing)[:, 0]
+        _NEGATIVITY.update({(name, kind, t): float(x) for t, x in zip(missing, values)})
+    return np.array([_NEGATIVITY[(name, kind, t)] for t in texts], dtype=np.float64)
 
 
 __all__ = [

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rescue_env.data import Dataset
-from rescue_env.valence import CLASSES, LABELS, Kind
+from rescue_env.valence import LABELS, Kind
 
 
 def sample_key(sample_id: str) -> str:
@@ -61,4 +61,4 @@ def resolve(path: str | Path, dataset: Dataset, kind: Kind) -> LabelledTexts:
     return LabelledTexts(kind, texts, np.asarray(labels), keys)
 
 
-__all__ = ["CLASSES", "LabelledTexts", "attitude_text", "resolve", "sample_key"]
+__all__ = ["LabelledTexts", "attitude_text", "resolve", "sample_key"]

@@ -14,7 +14,8 @@ Rules, in order:
 3. Multi-word entries (``let down``, ``left out``) match as phrases first; the hedges "kind of" and "sort of"
    are dropped (their "kind" is not kindness).
 4. When a token matches both lists, the longer stem wins (``hopeless`` over ``hope``).
-5. negativity = negative / (negative + positive) matches; no match at all = ``NEUTRAL`` (0.0).
+5. ``rescue_env.valence.WordMapScorer`` puts negative / (negative + positive) of the probability on the negative
+   class and the rest on the positive one; a text with no match at all is neutral (negativity 0).
 """
 
 from __future__ import annotations
@@ -587,7 +588,6 @@ NEGATORS = frozenset(
         "longer",
     }
 )  # "longer" covers "no longer" (its "no" is a negator already; "longer" keeps the scope past one word)
-NEUTRAL = 0.0
 _WINDOW = 3
 _TOKEN = re.compile(r"[a-z]+(?:['-][a-z]+)*")
 
@@ -633,11 +633,3 @@ def polarity_counts(text: str) -> tuple[int, int]:
         else:
             positive += 1
     return negative, positive
-
-
-def negativity(text: str) -> float:
-    """The share of polar evidence in ``text`` that is negative, in [0, 1]; ``NEUTRAL`` when there is none."""
-    negative, positive = polarity_counts(text)
-    if negative + positive == 0:
-        return NEUTRAL
-    return negative / (negative + positive)
