@@ -29,7 +29,6 @@ import asyncio
 import hashlib
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -39,9 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agents.client import EnvVarName
 from agents.therapist import Decision, LLMPolicy, few_shot_examples
-from benchmarks.failures import ErrorTally, FailureBudget
 from benchmarks.rollout_results import PolicyReport, build_report, format_report, report_csv, report_markdown
-from benchmarks.runs import Progress, atomic_write, check_same_settings, write_config
+from benchmarks.runs import ModelRun, Progress, RunOptions, atomic_write, check_same_settings, write_config
 from rescue_env.data import Dataset, Sample, load_dataset
 from rescue_env.data.loading import read_sample_ids
 from rescue_env.data.splits import Split, SplitConfig, describe, split_samples, stratified_subset
@@ -319,35 +317,22 @@ class TrajectoryStore:
         os.replace(temporary, self.path)
 
 
-class Rollout:
-    """One ``rescue-bench rollout`` run. ``client`` overrides the model client (tests, benchmarks)."""
+class Rollout(ModelRun):
+    """One ``rescue-bench rollout`` run. ``options`` say how it calls its model (``benchmarks.runs.RunOptions``);
+    ``client`` overrides the model client (tests, benchmarks); ``on_step(env, info)`` sees every step played."""
 
     def __init__(
         self,
         config: RolloutConfig,
         output: str | Path,
         *,
-        command: Sequence[str] | None = None,
-        max_connections: int = 8,
-        cache_dir: str | Path | None = None,
-        progress: bool = True,
         dataset: Dataset | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 4,
-        max_failures: FailureBudget | str = "20%",
+        options: RunOptions | None = None,
         client: Any = None,
-        tally: ErrorTally | None = None,
         on_step: Callable[[RescueEnv, dict[str, Any]], None] | None = None,
     ) -> None:
+        super().__init__(output, options)
         self.config = config
-        self.output = Path(output)
-        self.command = list(command) if command is not None else list(sys.argv)
-        self.max_connections = max_connections
-        self.cache_dir = Path(cache_dir) if cache_dir else self.output / "cache"
-        self.progress_enabled = progress
-        self.timeout, self.max_retries = timeout, max_retries
-        self.budget = max_failures if isinstance(max_failures, FailureBudget) else FailureBudget.parse(max_failures)
-        self.tally = tally or ErrorTally()
         self.on_step = on_step
         self.dataset = dataset or load_dataset(config.data)
         self._client = client
@@ -426,6 +411,7 @@ class Rollout:
                 ),
                 max_connections=self.max_connections,
                 max_retries=self.max_retries,
+                backoff_base=self.backoff_base,
                 cache_dir=self.cache_dir,
             )
         return self._client

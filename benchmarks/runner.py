@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,9 +36,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents.baselines import BASELINES, BaselineAgent
 from agents.client import EnvVarName
 from benchmarks.base import MODES, Instance, Mode, Prediction, PromptOptions
-from benchmarks.failures import DEFAULT_BUDGET, ErrorTally, FailureBudget, FailureBudgetExceeded
+from benchmarks.failures import FailureBudgetExceeded
 from benchmarks.registry import get_task, make_batches
-from benchmarks.runs import Progress, atomic_write, check_same_settings, prompt_hash, write_config
+from benchmarks.runs import (
+    ModelRun,
+    Progress,
+    RunOptions,
+    atomic_write,
+    check_same_settings,
+    prompt_hash,
+    write_config,
+)
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.domain import RelationProtocol
 
@@ -132,41 +139,21 @@ class RunStore:
         os.replace(temporary, self.path)
 
 
-class Evaluation:
-    """One ``rescue-bench evaluate`` run. ``complete`` overrides the model call (tests, benchmarks).
-
-    ``timeout``, ``max_retries`` and ``backoff_base`` go to the clients (they do not change results, so they are
-    not part of :class:`EvalConfig`); ``max_failures`` is the failure budget (``"20%"``, ``"0"``, a
-    :class:`FailureBudget`); ``tally`` collects the errors of failed calls (a fresh one by default).
-    """
+class Evaluation(ModelRun):
+    """One ``rescue-bench evaluate`` run. ``options`` say how it calls its models (``benchmarks.runs.RunOptions``:
+    connections, cache, timeout, retries and back-off, failure budget, error tally); they do not change results,
+    so they are not part of :class:`EvalConfig`."""
 
     def __init__(
         self,
         config: EvalConfig,
         output: str | Path,
         *,
-        command: Sequence[str] | None = None,
-        max_connections: int = 8,
-        cache_dir: str | Path | None = None,
-        progress: bool = True,
         dataset: Dataset | None = None,
-        timeout: float = 120.0,
-        max_retries: int = 4,
-        backoff_base: float = 1.0,
-        max_failures: FailureBudget | str = DEFAULT_BUDGET,
-        tally: ErrorTally | None = None,
+        options: RunOptions | None = None,
     ) -> None:
+        super().__init__(output, options)
         self.config = config
-        self.output = Path(output)
-        self.command = list(command) if command is not None else list(sys.argv)
-        self.max_connections = max_connections
-        self.cache_dir = Path(cache_dir) if cache_dir else self.output / "cache"
-        self.progress_enabled = progress
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.backoff_base = float(backoff_base)
-        self.budget = max_failures if isinstance(max_failures, FailureBudget) else FailureBudget.parse(max_failures)
-        self.tally = tally if tally is not None else ErrorTally()
         self.planned_requests = 0
         self.failure_limit = 0
         if config.mode not in MODES:

@@ -1,6 +1,7 @@
 """The run directory shared by ``rescue-bench evaluate`` (``benchmarks.runner``) and ``rescue-bench rollout``
-(``benchmarks.rollout``): its ``config.json``, the rule that a directory only ever holds one setting, atomic
-writes, the progress bar and the prompt hash that records a request without its text."""
+(``benchmarks.rollout``): how a run calls its models (``RunOptions``, ``ModelRun``), its ``config.json``, the rule
+that a directory only ever holds one setting, atomic writes, the progress bar and the prompt hash that records a
+request without its text."""
 
 from __future__ import annotations
 
@@ -10,13 +11,60 @@ import os
 import platform
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchmarks.failures import DEFAULT_BUDGET, ErrorTally, FailureBudget
 from rescue_env.data import Dataset
 
-__all__ = ["Progress", "atomic_write", "check_same_settings", "prompt_hash", "versions", "write_config"]
+__all__ = [
+    "ModelRun",
+    "Progress",
+    "RunOptions",
+    "atomic_write",
+    "check_same_settings",
+    "prompt_hash",
+    "versions",
+    "write_config",
+]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run calls its models and shows progress. None of it changes results, so none of it is a result key:
+    a resumed run may change any of these. ``command`` is what ``config.json`` records (default ``sys.argv``);
+    ``cache_dir`` defaults to ``OUTPUT/cache``; ``max_failures`` is the failure budget (``"20%"``, ``"0"``, a
+    ``FailureBudget``); ``tally`` collects the errors of failed calls (a fresh one by default)."""
+
+    command: Sequence[str] | None = None
+    max_connections: int = 8
+    cache_dir: str | Path | None = None
+    progress: bool = True
+    timeout: float = 120.0
+    max_retries: int = 4
+    backoff_base: float = 1.0
+    max_failures: FailureBudget | str = DEFAULT_BUDGET
+    tally: ErrorTally | None = None
+
+
+class ModelRun:
+    """What an evaluation and a rollout share: the run directory ``output`` and the ``RunOptions``, unpacked."""
+
+    def __init__(self, output: str | Path, options: RunOptions | None = None) -> None:
+        options = options or RunOptions()
+        self.output = Path(output)
+        self.command = list(options.command) if options.command is not None else list(sys.argv)
+        self.max_connections = options.max_connections
+        self.cache_dir = Path(options.cache_dir) if options.cache_dir else self.output / "cache"
+        self.progress_enabled = options.progress
+        self.timeout = float(options.timeout)
+        self.max_retries = int(options.max_retries)
+        self.backoff_base = float(options.backoff_base)
+        budget = options.max_failures
+        self.budget = budget if isinstance(budget, FailureBudget) else FailureBudget.parse(budget)
+        self.tally = options.tally if options.tally is not None else ErrorTally()
 
 
 class Resumable(Protocol):

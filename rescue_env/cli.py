@@ -632,7 +632,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             raise ValueError(f"--limit must be >= 0, got {args.limit}")
         dataset = load_dataset(config.data, sample_ids=config.sample_ids)
         _report_problems(dataset)
-        evaluation = Evaluation(config, output, dataset=dataset, **_run_options(args, tally))
+        evaluation = Evaluation(config, output, dataset=dataset, options=_run_options(args, tally))
         results = evaluation.run()
     except ModelSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -677,17 +677,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_options(args: argparse.Namespace, tally: Any) -> dict[str, Any]:
-    """The settings of how a run calls its model (not part of its results), shared by evaluate and rollout."""
-    return {
-        "max_connections": args.max_connections,
-        "cache_dir": args.cache_dir,
-        "progress": not args.no_progress,
-        "timeout": args.timeout,
-        "max_retries": args.max_retries,
-        "max_failures": args.max_failures,
-        "tally": tally,
-    }
+def _run_options(args: argparse.Namespace, tally: Any):
+    """How a run calls its model (not part of its results), shared by evaluate and rollout."""
+    from benchmarks.runs import RunOptions
+
+    return RunOptions(
+        max_connections=args.max_connections,
+        cache_dir=args.cache_dir,
+        progress=not args.no_progress,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
+        max_failures=args.max_failures,
+        tally=tally,
+    )
 
 
 def _stopped(exc: Any, args: argparse.Namespace, planned: str, kept: str, not_again: str) -> str:
@@ -752,7 +754,7 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     _report_problems(dataset)
     try:
         rollout = Rollout(
-            config, output, dataset=dataset, on_step=show if args.render else None, **_run_options(args, tally)
+            config, output, dataset=dataset, on_step=show if args.render else None, options=_run_options(args, tally)
         )
         results = rollout.run()
     except ModelSetupError as exc:

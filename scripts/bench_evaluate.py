@@ -30,6 +30,7 @@ from agents.fake_server import example_responder, server_process  # noqa: E402
 from benchmarks.base import PromptOptions  # noqa: E402
 from benchmarks.registry import get_task, make_batches  # noqa: E402
 from benchmarks.runner import EvalConfig, Evaluation  # noqa: E402
+from benchmarks.runs import RunOptions  # noqa: E402
 from rescue_env.data import load_dataset  # noqa: E402
 from rescue_env.data.domain import participants  # noqa: E402
 
@@ -43,7 +44,9 @@ def echo(messages: list[dict[str, str]]) -> str:
 def timed_run(config: EvalConfig, dataset, client: LLMClient | None = None) -> tuple[float, int]:
     directory = Path(tempfile.mkdtemp(prefix="rescue-bench-"))
     try:
-        evaluation = Evaluation(config, directory, progress=False, command=["bench"], dataset=dataset)
+        evaluation = Evaluation(
+            config, directory, dataset=dataset, options=RunOptions(progress=False, command=["bench"])
+        )
         if client is not None:
             evaluation._client = client
         start = time.perf_counter()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from agents.fake_server import server_process
 from benchmarks.rollout import Rollout, RolloutConfig
+from benchmarks.runs import RunOptions
 from rescue_env.data import load_dataset
 
 RELEASE = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"
@@ -46,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
                 data=args.data, model="openai/fake", api_base=base_url, episodes=args.episodes, bootstrap=1000
             )
             rollout = Rollout(
-                config, directory / "run", dataset=dataset, max_connections=args.connections, progress=False
+                config,
+                directory / "run",
+                dataset=dataset,
+                options=RunOptions(max_connections=args.connections, progress=False),
             )
             steps = [len(rollout.env.decision_rows(s)) for s in rollout.samples]
             started = time.perf_counter()

@@ -17,6 +17,7 @@ import pytest
 from agents.fake_server import FakeOpenAIServer, Fault, example_responder
 from benchmarks.registry import TASK_NAMES
 from benchmarks.runner import EvalConfig, Evaluation
+from benchmarks.runs import RunOptions
 from rescue_env.cli import main
 
 ITEM = re.compile(r"^### Item (\d+)$", re.M)
@@ -24,7 +25,7 @@ ITEM = re.compile(r"^### Item (\d+)$", re.M)
 
 def run(tmp: Path, name: str, **overrides) -> dict:
     config = EvalConfig(**{"tasks": ["itp"], "bertscore": False, "bootstrap": 50, **overrides})
-    return Evaluation(config, tmp / name, progress=False, command=["test"]).run()
+    return Evaluation(config, tmp / name, options=RunOptions(progress=False, command=["test"])).run()
 
 
 def test_oracle_scores_perfectly_on_every_task(tmp_path: Path) -> None:
@@ -98,7 +99,7 @@ def test_faults_are_survived_and_counted(tmp_path: Path) -> None:
         config = EvalConfig(
             tasks=["itp"], agent="litellm", model="openai/fake", api_base=server.base_url, bertscore=False, bootstrap=0
         )
-        evaluation = Evaluation(config, tmp_path / "faults", progress=False, command=["test"])
+        evaluation = Evaluation(config, tmp_path / "faults", options=RunOptions(progress=False, command=["test"]))
         client = evaluation._client_for(judge=False)
         client.config = client.config.model_copy(update={"timeout": 1.0})
         client.backoff_base = 0.01
@@ -198,9 +199,8 @@ def test_key_never_leaks_from_errors(tmp_path: Path, monkeypatch, capsys) -> Non
             bootstrap=0,
             limit=4,
         )
-        evaluation = Evaluation(
-            config, tmp_path / "errors", progress=False, command=["test"], backoff_base=0.001, max_failures="100%"
-        )
+        options = RunOptions(progress=False, command=["test"], backoff_base=0.001, max_failures="100%")
+        evaluation = Evaluation(config, tmp_path / "errors", options=options)
         results = evaluation.run()
     assert results["tasks"]["itp"]["failure_kinds"] == {"api_error": 4}
     texts = [p.read_text(errors="replace") for p in (tmp_path / "errors").rglob("*") if p.is_file()]

@@ -24,11 +24,14 @@ from agents.mock import mock_responder
 from agents.therapist import is_therapist_prompt
 from benchmarks.rollout import Rollout, RolloutConfig, TrajectoryStore, episode_seed
 from benchmarks.rollout_results import STAT_COLUMNS, bootstrap_intervals, metrics_from_sums
+from benchmarks.runs import RunOptions
 from rescue_env.cli import main
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.envs.replay import RescueEnv
 
 FILES = ("config.json", "trajectories.jsonl", "results.json", "results.csv", "results.md", "run.json")
+
+QUIET = RunOptions(progress=False)
 
 
 def responder(body: dict) -> str:
@@ -164,12 +167,12 @@ def test_mock_run_resumes_with_zero_calls(tmp_path: Path, capsys) -> None:
 
 def test_split_and_episodes_select_the_conversations(tmp_path: Path) -> None:
     dataset = load_dataset()
-    train = Rollout(RolloutConfig(policy="never", split="train"), tmp_path / "a", dataset=dataset, progress=False)
-    test = Rollout(RolloutConfig(policy="never", split="test"), tmp_path / "b", dataset=dataset, progress=False)
+    train = Rollout(RolloutConfig(policy="never", split="train"), tmp_path / "a", dataset=dataset, options=QUIET)
+    test = Rollout(RolloutConfig(policy="never", split="test"), tmp_path / "b", dataset=dataset, options=QUIET)
     train_ids, test_ids = {s.sample_id for s in train.samples}, {s.sample_id for s in test.samples}
     assert train_ids and test_ids and not train_ids & test_ids and len(train_ids | test_ids) == 6
     assert {s.sample_id for s in test.outside} == train_ids
-    two = Rollout(RolloutConfig(policy="never", episodes=2), tmp_path / "c", dataset=dataset, progress=False)
+    two = Rollout(RolloutConfig(policy="never", episodes=2), tmp_path / "c", dataset=dataset, options=QUIET)
     assert sorted(s.scenario for s in two.samples) == ["couple", "family"]  # stratified, not the first two
 
 
@@ -184,7 +187,7 @@ def test_majority_is_fitted_outside_the_evaluated_split(tmp_path: Path, monkeypa
         return real(name, env, seed)
 
     monkeypatch.setattr(policies, "make_policy", spy)
-    rollout = Rollout(RolloutConfig(policy="majority", split="test"), tmp_path / "m", progress=False)
+    rollout = Rollout(RolloutConfig(policy="majority", split="test"), tmp_path / "m", options=QUIET)
     rollout.run()
     assert fitted_on == [[s.sample_id for s in rollout.outside]]
     assert not set(fitted_on[0]) & {s.sample_id for s in rollout.samples}
@@ -204,7 +207,7 @@ def test_rollout_prompts_read_no_annotation(tmp_path: Path) -> None:
 
         client = LLMClient(ModelConfig(model="openai/recorder"), mock_response=model)
         config = RolloutConfig(model="openai/recorder", history=True, bootstrap=0)
-        Rollout(config, tmp_path / name, dataset=data, progress=False, client=client).run()
+        Rollout(config, tmp_path / name, dataset=data, options=QUIET, client=client).run()
         hashes[name] = [s["prompt_hash"] for s in lines(tmp_path / name / "trajectories.jsonl")]
     assert len(hashes["original"]) == decision_points() and hashes["original"] == hashes["scrubbed"]
     assert sorted(seen["original"]) == sorted(seen["scrubbed"])
@@ -220,7 +223,7 @@ def test_few_shot_examples_never_come_from_the_evaluated_split(tmp_path: Path) -
 
     client = LLMClient(ModelConfig(model="openai/recorder"), mock_response=model)
     config = RolloutConfig(model="openai/recorder", split="test", few_shot=2, bootstrap=0)
-    rollout = Rollout(config, tmp_path / "f", progress=False, client=client)
+    rollout = Rollout(config, tmp_path / "f", options=QUIET, client=client)
     rollout.run()
     assert prompts and all("Decisions real therapists made in other sessions" in p for p in prompts)
     evaluated = {row.dialogue_cleaned for s in rollout.samples for row in s.rows}
