@@ -30,6 +30,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -369,8 +370,12 @@ class LinearHead(BaseModel):
     sigma: float = Field(ge=0)
     n: int
 
+    @cached_property
+    def _coef(self) -> np.ndarray:
+        return np.asarray(self.coef)  # converted once, not at every step
+
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return X @ np.asarray(self.coef) + self.intercept
+        return X @ self._coef + self.intercept
 
 
 class OutcomeModel(BaseModel):

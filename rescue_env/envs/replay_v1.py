@@ -3,6 +3,7 @@ predicted by an outcome model F (Eq. 12-13) fitted on the data. See ``RescueEnvV
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,20 @@ from rescue_env.reward import Preset, RewardConfig
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 
 OUTCOMES = ("sample", "mean")
+
+
+@dataclass(frozen=True)
+class _Dynamics:
+    """What v1 precomputes per conversation beside v0's episode: F's input states, the observed elapsed rows
+    and minutes, and the ``info["state"]`` of each decision point."""
+
+    states: EpisodeStates
+    elapsed: np.ndarray
+    info: tuple[dict[str, Any], ...]
+
+
+def _state_info(d: np.ndarray, g: np.ndarray, people) -> dict[str, Any]:
+    return {"distress": dict(zip(people, np.round(d, 6).tolist())), "tension": round(tension(g), 6)}
 
 
 class RescueEnvV1(RescueEnv):
@@ -129,7 +144,7 @@ class RescueEnvV1(RescueEnv):
         del spaces_["position"]
         spaces_["elapsed"] = spaces.Box(0.0, np.inf, shape=(2,), dtype=np.float32)
         self.observation_space = spaces.Dict(spaces_)
-        self._states: dict[str, tuple[EpisodeStates, np.ndarray]] = {}
+        self._states: dict[str, _Dynamics] = {}
         self._predicted: tuple[np.ndarray, np.ndarray] | None = None
 
     # ----- episodes -----------------------------------------------------------------------------------------
@@ -140,17 +155,21 @@ class RescueEnvV1(RescueEnv):
             rows = [p.row for p in episode.points]
             states = episode_states(sample, self.dynamics.state, episode.participants, rows)
             elapsed = np.array([[row + 1, sample.rows[row].end_time / 60.0] for row in rows], dtype=np.float32)
-            self._states[sample.sample_id] = (states, np.maximum(elapsed, 0.0))
+            info = tuple(
+                {**_state_info(s.distress, s.g, episode.participants), "pattern": p.pattern}
+                for s, p in zip(states.states, episode.points)
+            )
+            self._states[sample.sample_id] = _Dynamics(states, np.maximum(elapsed, 0.0), info)
         return episode
 
     def _observation(self) -> dict[str, Any]:
         observation = super()._observation()
         del observation["position"]
-        observation["elapsed"] = self._states[self._episode.sample_id][1][self._step].copy()
+        observation["elapsed"] = self._states[self._episode.sample_id].elapsed[self._step].copy()
         return observation
 
     def _point_state(self):
-        return self._states[self._episode.sample_id][0].states[self._step]
+        return self._states[self._episode.sample_id].states.states[self._step]
 
     # ----- reward -------------------------------------------------------------------------------------------
 
@@ -213,17 +232,11 @@ class RescueEnvV1(RescueEnv):
     # ----- info and privileged state ------------------------------------------------------------------------
 
     def step(self, action: dict[str, Any]):
-        point, state = self._point(), self._point_state()
+        current = self._states[self._episode.sample_id].info[self._step]
         observation, reward, terminated, truncated, info = super().step(action)
-        people = self._episode.participants
-        info["state"] = {**self._state_info(state.distress, state.g, people), "pattern": point.pattern}
-        d, g = self._predicted
-        info["predicted"] = self._state_info(d, g, people)
+        info["state"] = current
+        info["predicted"] = _state_info(*self._predicted, self._episode.participants)
         return observation, reward, terminated, truncated, info
-
-    @staticmethod
-    def _state_info(d: np.ndarray, g: np.ndarray, people) -> dict[str, Any]:
-        return {"distress": dict(zip(people, np.round(d, 6).tolist())), "tension": round(tension(g), 6)}
 
     def state(self) -> dict[str, Any]:
         """The state at the current decision point as v1 reads it: valence-aware aged distress per slot, the

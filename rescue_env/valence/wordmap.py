@@ -601,7 +601,9 @@ def _negated(tokens: list[str], index: int) -> bool:
 
 
 def _longest(token: str, stems: tuple[str, ...]) -> int:
-    return max((len(stem) for stem in stems if token.startswith(stem)), default=0)
+    if not token.startswith(stems):  # one C-level test first: most tokens match no stem
+        return 0
+    return max(len(stem) for stem in stems if token.startswith(stem))
 
 
 def polarity_counts(text: str) -> tuple[int, int]:
