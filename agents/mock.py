@@ -15,6 +15,8 @@ leaves the process.
   constant answer;
 - a judge prompt (``exactly in this form:`` followed by a template with ``<integer L-H>`` placeholders) gets the
   template with each placeholder set to its middle value (1-5 -> 3) and each ``"<...>"`` text set to ``"mock"``;
+- a therapist prompt (``## Your decision``) gets :func:`agents.therapist.mock_decision`, a persona prompt
+  (``## Your next turn``) :func:`agents.persona.mock_persona`: valid, deterministic answers;
 - anything else gets :data:`DEFAULT_REPLY`.
 
 The test server (:mod:`agents.fake_server`) answers with the same function.
@@ -104,6 +106,11 @@ def mock_responder(messages: list[dict]) -> str:
 
         if therapist.is_therapist_prompt(messages):
             return therapist.mock_decision(messages)
+    if importlib.util.find_spec("agents.persona") is not None:
+        from agents import persona  # lazy, as the therapist
+
+        if persona.is_persona_prompt(messages):
+            return persona.mock_persona(messages)
     prompt = last_user_text(messages)
     match = _EXAMPLE.search(prompt)
     if match is None:

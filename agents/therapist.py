@@ -6,7 +6,8 @@ The prompt is built from the observation alone (``therapist_messages``): the ren
 the observation's header, with their slot numbers) and the scenario's strategies with their definitions and
 the D.3 boundary rules (``rescue_env.taxonomy`` through ``benchmarks.prompting.label_block``). It works for any
 env whose observation has ``context``, ``scenario``, ``participants``, ``target_mask`` and ``strategy_mask``
-(``Rescue-v0`` and its successors). Nothing annotated or gold is read.
+(``Rescue-v0`` and its successors); with ``RescueSim-v0`` the observation's ``text`` (the perceived state of the
+simulated session, in words) follows the rows. Nothing annotated or gold is read.
 
 The model answers one JSON object::
 
@@ -187,6 +188,9 @@ def therapist_messages(
     if history:
         body.append("Your earlier decisions in this session:\n" + "\n".join(f"- {line}" for line in history))
     body.append("## Conversation\n" + (session.rows or "(no rows yet)"))
+    if observation.get("text"):  # RescueSim-v0: what the therapist perceives of the simulated session now
+        steps = int(np.asarray(observation.get("elapsed", [0]))[0])
+        body.append(f"## How they seem now (after {steps} simulated turn(s))\n{observation['text']}")
     body.append(
         f"{DECISION_HEADING}\n"
         'Reply with one JSON object only, no markdown. "intervene": true to speak now, false to keep listening '

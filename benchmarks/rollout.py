@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,8 +45,10 @@ from rescue_env.data import Dataset, Sample, load_dataset
 from rescue_env.data.loading import read_sample_ids
 from rescue_env.data.splits import Split, SplitConfig, describe, split_samples, stratified_subset
 from rescue_env.dynamics.fitting import outcome_model_for
+from rescue_env.dynamics.simulation import fit_session_rates
 from rescue_env.envs.replay import RescueEnv
 from rescue_env.envs.replay_v1 import RescueEnvV1
+from rescue_env.envs.sim import RescueSimEnv
 from rescue_env.rendering import MODES, Mode
 from rescue_env.reward import PRESETS, Preset, RewardConfig
 
@@ -62,10 +65,16 @@ __all__ = [
     "step_record",
 ]
 
-ENV_IDS = ("Rescue-v0", "Rescue-v1")
+ENV_IDS = ("Rescue-v0", "Rescue-v1", "RescueSim-v0")
 """Environments a rollout plays (sequential ``Dict`` observations that the LLM policy reads)."""
-ENV_CLASSES: dict[str, type[RescueEnv]] = {"Rescue-v0": RescueEnv, "Rescue-v1": RescueEnvV1}
+ENV_CLASSES: dict[str, type] = {"Rescue-v0": RescueEnv, "Rescue-v1": RescueEnvV1, "RescueSim-v0": RescueSimEnv}
+CLOSED_LOOP = frozenset({"RescueSim-v0"})
+"""Envs whose state follows the actions: no gold, no presets, the opening instead of a context window."""
+PARTICIPANTS = ("replay", "llm")
 TRAJECTORIES = "trajectories.jsonl"
+TRANSCRIPTS = "transcripts"
+"""With ``--participants llm``: one ``<sample id>.jsonl`` per episode (``/`` written ``__``), the simulated
+transcript (``RescueSimMultiPartyEnv.transcript``)."""
 
 
 class NothingToEvaluate(ValueError):
@@ -92,12 +101,12 @@ def step_record(info: Mapping[str, Any], reward: float, decision: Decision | Non
     record: dict[str, Any] = {
         "sample_id": info["sample_id"],
         "scenario": info["scenario"],
-        "step": info["decision"],
-        "row": info["row"],
+        "step": info["decision"] if "decision" in info else info["step"],
+        "row": info.get("row"),  # the replays' row; the closed loop has none
         "chosen": info["chosen"],
-        "gold": info["gold"],
-        "components": info["components"],
-        "scored": info["scored"],
+        "gold": info.get("gold"),
+        "components": info.get("components"),
+        "scored": info.get("scored"),
         "reward": float(reward),
         "invalid": list(info["invalid"]),
         "raw": None,
@@ -110,6 +119,8 @@ def step_record(info: Mapping[str, Any], reward: float, decision: Decision | Non
         "terminated": bool(done),
         "episode_end": info.get("episode"),
     }
+    if "speaker" in info:  # the closed loop: who spoke next and the simulated state after the step
+        record.update(speaker=info["speaker"], state=info["state"])
     if decision is not None:
         record.update(
             raw=decision.raw,
@@ -131,11 +142,20 @@ def _reward_name(config: RewardConfig, version: int = 0) -> str:
     return "custom"
 
 
-def _unwrapped_rescue_env(env: Any) -> RescueEnv:
+def _unwrapped_rescue_env(env: Any) -> RescueEnv | RescueSimEnv:
     inner = getattr(env, "unwrapped", env)
-    if not isinstance(inner, RescueEnv):
-        raise TypeError(f"expected a RescueEnv or its keyword arguments, got {type(env).__name__}")
+    if not isinstance(inner, RescueEnv | RescueSimEnv):
+        raise TypeError(
+            f"expected a RescueEnv, a RescueSimEnv or RescueEnv keyword arguments, got {type(env).__name__}"
+        )
     return inner
+
+
+def reward_of(env: RescueEnv | RescueSimEnv) -> tuple[str, dict[str, Any]]:
+    """The reward's name and constants, as reports print them (the sim's is Eq. 14 with its lambda, kappa, gamma)."""
+    if isinstance(env, RescueSimEnv):
+        return "eq14", {"lam": env.lam, "kappa": env.kappa, "gamma": env.gamma}
+    return _reward_name(env.reward_config, env.version), env.reward_config.model_dump()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -170,7 +190,7 @@ def evaluate_policy(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if episodes is None:
         order: list[str | None] = [s.sample_id for s in env.samples]
-    elif env.sample_order == "sequential":
+    elif getattr(env, "sample_order", "random") == "sequential":
         order = [env.samples[i % len(env.samples)].sample_id for i in range(episodes)]
     else:
         order = [None] * episodes
@@ -193,13 +213,14 @@ def evaluate_policy(
             if on_step is not None:
                 on_step(env, info)
         played.append(steps)
+    reward, reward_config = reward_of(env)
     return build_report(
         played,
         policy=getattr(policy, "name", type(policy).__name__),
         data=env.dataset.source,
         sha256=env.dataset.sha256,
-        reward=_reward_name(env.reward_config, env.version),
-        reward_config=env.reward_config.model_dump(),
+        reward=reward,
+        reward_config=reward_config,
         seed=seed,
         bootstrap=bootstrap,
     )
@@ -232,6 +253,7 @@ class RolloutConfig(BaseModel):
     max_tokens: int | None = Field(default=512, gt=0)
     few_shot: int = Field(default=0, ge=0)
     history: bool = False
+    participants: str = "replay"
     seed: int = 0
     bootstrap: int = Field(default=1000, ge=0)
 
@@ -241,6 +263,21 @@ class RolloutConfig(BaseModel):
             raise ValueError("give either --policy NAME or --model MODEL (an LLM therapist), not both or neither")
         if self.env_id not in ENV_IDS:
             raise ValueError(f"unknown env {self.env_id!r}; rollouts play {', '.join(ENV_IDS)}")
+        if self.participants not in PARTICIPANTS:
+            raise ValueError(f"--participants must be one of {', '.join(PARTICIPANTS)}, got {self.participants!r}")
+        if self.env_id in CLOSED_LOOP:
+            defaults = RolloutConfig.model_fields
+            if self.reward != defaults["reward"].default:
+                raise ValueError(
+                    f"--reward sets the replays' preset; {self.env_id} rewards Eq. 14 (lambda 1, gamma 0.99)"
+                )
+            if self.context_size != defaults["context_size"].default:
+                raise ValueError(f"--context-size sets the replays' window; {self.env_id} shows its whole opening")
+        if self.participants == "llm" and (self.env_id not in CLOSED_LOOP or self.model is None):
+            raise ValueError(
+                "--participants llm plays the participants as LLM personas in RescueSim-v0 with the therapist's "
+                "model: give --env RescueSim-v0 and --model"
+            )
         if self.mode not in MODES:
             raise ValueError(f"unknown mode {self.mode!r}")
         if self.model is None and (self.few_shot or self.history):
@@ -337,6 +374,8 @@ class Rollout(ModelRun):
         self.dataset = dataset or load_dataset(config.data)
         self._client = client
         self._dynamics = None
+        self._rates = None
+        self.persona_failures: Counter[str] = Counter()
         self.env = self._make_env(self.dataset)
         self.samples, self.outside = self._select()
         self.planned = 0  # decisions planned in this invocation (set by ``arun``)
@@ -344,17 +383,25 @@ class Rollout(ModelRun):
 
     # ----- what to play -----------------------------------------------------------------------------------
 
-    def _make_env(self, dataset: Dataset, render: bool = False) -> RescueEnv:
+    def _make_env(self, dataset: Dataset, render: bool = False) -> RescueEnv | RescueSimEnv:
         c = self.config
-        kwargs: dict[str, Any] = {}
-        if c.env_id == "Rescue-v1":
-            # F is fitted once, on the train side of this run's grouped split of the whole data, whatever subset
-            # of conversations an env plays: evaluating on the test side never sees its own transitions.
-            if self._dynamics is None:
-                self._dynamics = outcome_model_for(
-                    self.dataset, "train", seed=c.split_seed, test_fraction=c.test_fraction
-                )
-            kwargs["dynamics"] = self._dynamics
+        if c.env_id in ("Rescue-v1", *CLOSED_LOOP) and self._dynamics is None:
+            # F (and the sim's session rates) are fitted once, on the train side of this run's grouped split of
+            # the whole data, whatever subset of conversations an env plays: evaluating on the test side never
+            # sees its own transitions.
+            self._dynamics = outcome_model_for(self.dataset, "train", seed=c.split_seed, test_fraction=c.test_fraction)
+            train = split_samples(self.dataset.samples, c.split_config().model_copy(update={"split": "train"}))
+            self._rates = fit_session_rates(train)
+        if c.env_id in CLOSED_LOOP:
+            return RescueSimEnv(
+                dataset,
+                starts="all",
+                dynamics=self._dynamics,
+                rates=self._rates,
+                mode=c.mode,
+                render_mode="ansi" if render else None,
+            )
+        kwargs: dict[str, Any] = {"dynamics": self._dynamics} if c.env_id == "Rescue-v1" else {}
         return ENV_CLASSES[c.env_id](
             dataset,
             reward=c.reward,
@@ -364,6 +411,12 @@ class Rollout(ModelRun):
             render_mode="ansi" if render else None,
             **kwargs,
         )
+
+    def _steps(self, sample: Sample) -> int:
+        """The decisions an episode of ``sample`` takes (at most, for the closed loop: it may end calm)."""
+        if isinstance(self.env, RescueSimEnv):
+            return len(self.env.episode(sample).rows)
+        return len(self.env.decision_rows(sample))
 
     def _select(self) -> tuple[list[Sample], list[Sample]]:
         """The conversations to play (in dataset order) and the ones outside the evaluated split."""
@@ -391,7 +444,7 @@ class Rollout(ModelRun):
         return sum(store.finished(s.sample_id) for s in self.samples)
 
     def planned_steps(self, samples: Sequence[Sample]) -> int:
-        return sum(len(self.env.decision_rows(s)) for s in samples)
+        return sum(self._steps(s) for s in samples)
 
     # ----- model ------------------------------------------------------------------------------------------
 
@@ -456,6 +509,8 @@ class Rollout(ModelRun):
     # ----- playing ----------------------------------------------------------------------------------------
 
     async def _play(self, sample: Sample, policy: Any) -> list[dict[str, Any]]:
+        if self.config.participants == "llm":
+            return await self._play_with_personas(sample, policy)
         # An env of its own per episode (episodes run concurrently), over this one conversation: cheap to build.
         env = self._make_env(subset(self.dataset, [sample]), render=self.on_step is not None)
         seed = episode_seed(self.config.seed, sample.sample_id)
@@ -477,6 +532,52 @@ class Rollout(ModelRun):
             if decision is not None and decision.failure == "api_error":
                 self.tally.add(decision.detail or "api_error")
                 self.tally.check(self._limit)
+        return steps
+
+    async def _play_with_personas(self, sample: Sample, policy: LLMPolicy) -> list[dict[str, Any]]:
+        """An episode of ``RescueSim-v0``'s multi-party view whose participants are LLM personas (the therapist's
+        model, through the same client); the transcript goes to ``transcripts/<sample id>.jsonl``."""
+        from agents.persona import PersonaParticipant
+        from rescue_env.envs.sim_multiparty import THERAPIST, RescueSimMultiPartyEnv
+
+        personas = PersonaParticipant(self.client())
+        env = RescueSimMultiPartyEnv(
+            participant_policy=personas,
+            data=subset(self.dataset, [sample]),
+            starts="all",
+            dynamics=self._dynamics,
+            rates=self._rates,
+            mode=self.config.mode,
+            render_mode="ansi" if self.on_step is not None else None,
+        )
+        seed = episode_seed(self.config.seed, sample.sample_id)
+        observations, _ = env.reset(seed=seed, options={"sample_id": sample.sample_id})
+        policy.reset(seed=seed)
+        steps: list[dict[str, Any]] = []
+        done, counted = False, 0
+        while not done:
+            decision = await policy.decide(observations[THERAPIST])
+            observations, rewards, terminations, truncations, infos = await env.astep({THERAPIST: decision.action})
+            info = infos[THERAPIST]
+            done = terminations[THERAPIST] or truncations[THERAPIST]
+            steps.append(step_record(info, rewards[THERAPIST], decision, done))
+            if self.on_step is not None:
+                self.on_step(env, info)
+            persona_errors = personas.usage.failures.get("api_error", 0)
+            for failed, detail in (
+                (decision.failure == "api_error", decision.detail),
+                (persona_errors > counted, "persona: api_error"),
+            ):
+                if failed:
+                    self.tally.add(detail or "api_error")
+                    self.tally.check(self._limit)
+            counted = persona_errors
+        self.persona_failures.update(personas.usage.failures)
+        transcripts = self.output / TRANSCRIPTS
+        transcripts.mkdir(exist_ok=True)
+        records = [{"sample_id": sample.sample_id, **record} for record in env.transcript]
+        lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+        atomic_write(transcripts / (sample.sample_id.replace("/", "__") + ".jsonl"), lines)
         return steps
 
     def run(self) -> dict[str, Any]:
@@ -501,10 +602,11 @@ class Rollout(ModelRun):
             else:
                 examples = {}
                 if self.config.few_shot:
-                    outside_env = self._make_env(subset(self.dataset, self.outside))
+                    # Gold decisions of other conversations, read off the replay (the closed loop has none).
+                    outside_env = RescueEnv(subset(self.dataset, self.outside), mode=self.config.mode)
                     examples = few_shot_examples(outside_env, self.config.few_shot, seed=self.config.seed)
                 # Longest first: the episodes that start last are the short ones, so the run ends near the ideal.
-                longest_first = sorted(pending, key=lambda s: -len(self.env.decision_rows(s)))
+                longest_first = sorted(pending, key=lambda s: -self._steps(s))
                 played_steps = await self._play_all(longest_first, lambda: self._llm_policy(examples), store, bar)
         finally:
             bar.close()
@@ -519,6 +621,7 @@ class Rollout(ModelRun):
             "steps_played": played_steps,
             "usage": None if self.config.model is None else self.client().usage.model_dump(),
             "failed_calls": dict(self.tally.counts),
+            "persona_failures": dict(self.persona_failures),
         }
         self._write(results, run_info)
         return results
@@ -559,13 +662,14 @@ class Rollout(ModelRun):
 
     def _results(self, store: TrajectoryStore, order: Sequence[str]) -> dict[str, Any]:
         episodes = [store.episodes[k] for k in order if k in store.episodes]
+        reward, reward_config = reward_of(self.env)
         report = build_report(
             episodes,
             policy=self.config.agent,
             data=self.dataset.source,
             sha256=self.dataset.sha256,
-            reward=self.config.reward,
-            reward_config=self.env.reward_config.model_dump(),
+            reward=reward if isinstance(self.env, RescueSimEnv) else self.config.reward,
+            reward_config=reward_config,
             seed=self.config.seed,
             bootstrap=self.config.bootstrap,
         )

@@ -5,13 +5,17 @@ Pure functions of the step records (``benchmarks.rollout.step_record``): the sam
 so a killed-and-resumed rollout reproduces an uninterrupted one exactly.
 
 - timing: precision, recall and F1 of ``intervene`` (the yes class, as the ITP task scores it) and accuracy, over
-  every decision point; a decision whose answer failed counts as what the fallback did (keep listening);
+  every decision point with a gold (every step of a replay, none of the closed loop ``RescueSim-v0``, whose
+  reports leave the imitation metrics empty); a decision whose answer failed counts as what the fallback did
+  (keep listening);
 - target: exact match and mean Jaccard of A against A*, on the steps where z = z* = 1 and A* is known (the
   steps where the env scores the target);
 - strategy: accuracy of a against a*, on the steps where z = z* = 1 and a* is known;
 - failures: the steps whose answer could not be used (by kind) and their rate;
 - returns: the mean episode return under the env's reward, its mean discounted return, and the mean episode
-  return under every preset (``info["episode"]["returns_by_preset"]``, same lambda, kappa, gamma).
+  return under every preset of the replays (``info["episode"]["returns_by_preset"]``, same lambda, kappa, gamma);
+- conduct and outcome: the share of steps the policy intervened at, and (``RescueSim-v0``) the mean of the
+  final max distress ``info["episode"]["final_max_distress"]``.
 
 Intervals resample whole episodes (steps of one conversation are not independent): percentile 95 % intervals of
 ``bootstrap`` resamples, seeded. Every statistic is a ratio of per-episode sums, so one matrix product per scope
@@ -39,6 +43,8 @@ MISSING = "—"  # a metric with nothing to measure (e.g. no family episode), ne
 # Per-episode sums from which every metric follows (columns of the statistics matrix).
 STAT_COLUMNS: tuple[str, ...] = (
     "steps",
+    "gold_steps",
+    "intervention_steps",
     "tp",
     "fp",
     "tn",
@@ -53,8 +59,13 @@ STAT_COLUMNS: tuple[str, ...] = (
     "return",
     "discounted_return",
     *(f"return_{p}" for p in PRESETS),
+    "final_max_distress",
 )
 _COLUMN = {name: i for i, name in enumerate(STAT_COLUMNS)}
+# Sums of per-episode values, NaN where an env does not report them (presets: the replays; final distress: the sim).
+VALUE_COLUMNS = frozenset(
+    {"target_jaccard", "return", "discounted_return", "final_max_distress", *(f"return_{p}" for p in PRESETS)}
+)
 
 # (metric key, title, kind) in report order; kind "percent" prints x 100.
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -66,6 +77,8 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("target_jaccard", "target mean Jaccard", "number"),
     ("strategy_accuracy", "strategy accuracy %", "percent"),
     ("failure_rate", "failed decisions %", "percent"),
+    ("intervention_rate", "intervened %", "percent"),
+    ("mean_final_max_distress", "final max distress", "number"),
     ("mean_return", "mean return", "number"),
     ("mean_discounted_return", "mean discounted return", "number"),
     *((f"return_{p}", f"mean return [{p}]", "number") for p in PRESETS),
@@ -97,6 +110,8 @@ class ScopeReport(BaseModel):
     invalid_steps: int
     failed_steps: int = 0
     failures: dict[str, int] = Field(default_factory=dict)
+    intervention_rate: float | None = None
+    mean_final_max_distress: float | None = None
     mean_return: float | None
     mean_discounted_return: float | None
     returns_by_preset: dict[str, float | None]
@@ -126,8 +141,15 @@ def episode_stats(steps: Sequence[Mapping[str, Any]]) -> np.ndarray:
     """The per-episode sums (``STAT_COLUMNS``) of one episode's step records (the last one carries ``episode``)."""
     row = np.zeros(len(STAT_COLUMNS))
     for step in steps:
-        gold, chosen = bool(step["gold"]["intervene"]), bool(step["chosen"]["intervene"])
+        chosen = bool(step["chosen"]["intervene"])
         row[_COLUMN["steps"]] += 1
+        row[_COLUMN["intervention_steps"]] += chosen
+        if step.get("gold") is None:  # a closed loop: no gold, nothing to imitate
+            row[_COLUMN["invalid_steps"]] += bool(step.get("invalid"))
+            row[_COLUMN["failed_steps"]] += step.get("failure") is not None
+            continue
+        gold = bool(step["gold"]["intervene"])
+        row[_COLUMN["gold_steps"]] += 1
         row[_COLUMN["tp" if gold and chosen else "fp" if chosen else "fn" if gold else "tn"]] += 1
         target = step["components"]["target"]
         if target is not None:
@@ -144,8 +166,10 @@ def episode_stats(steps: Sequence[Mapping[str, Any]]) -> np.ndarray:
     if end:
         row[_COLUMN["return"]] = end["return"]
         row[_COLUMN["discounted_return"]] = end["discounted_return"]
+        by_preset = end.get("returns_by_preset") or {}
         for preset in PRESETS:
-            row[_COLUMN[f"return_{preset}"]] = end["returns_by_preset"][preset]
+            row[_COLUMN[f"return_{preset}"]] = by_preset.get(preset, np.nan)
+        row[_COLUMN["final_max_distress"]] = end.get("final_max_distress", np.nan)
     return row
 
 
@@ -165,11 +189,13 @@ def metrics_from_sums(sums: np.ndarray, episodes: np.ndarray | float) -> dict[st
         "timing_precision": precision,
         "timing_recall": recall,
         "timing_f1": _ratio(2 * precision * recall, precision + recall, 0.0),
-        "timing_accuracy": _ratio(c["tp"] + c["tn"], c["steps"], np.nan),
+        "timing_accuracy": _ratio(c["tp"] + c["tn"], c["gold_steps"], np.nan),
         "target_exact": _ratio(c["target_exact"], c["target_steps"], np.nan),
         "target_jaccard": _ratio(c["target_jaccard"], c["target_steps"], np.nan),
         "strategy_accuracy": _ratio(c["strategy_correct"], c["strategy_steps"], np.nan),
         "failure_rate": _ratio(c["failed_steps"], c["steps"], np.nan),
+        "intervention_rate": _ratio(c["intervention_steps"], c["steps"], np.nan),
+        "mean_final_max_distress": _ratio(c["final_max_distress"], np.asarray(episodes, dtype=float), np.nan),
         "mean_return": _ratio(c["return"], np.asarray(episodes, dtype=float), np.nan),
         "mean_discounted_return": _ratio(c["discounted_return"], np.asarray(episodes, dtype=float), np.nan),
     }
@@ -207,10 +233,10 @@ def scope_report(episodes: Sequence[Sequence[Mapping[str, Any]]], resamples: int
     sums = stats.sum(axis=0)
     n = len(episodes)
     m = metrics_from_sums(sums, float(n))
-    c = {name: int(round(sums[i])) for name, i in _COLUMN.items() if name not in ("target_jaccard",)}
+    c = {name: int(round(sums[i])) for name, i in _COLUMN.items() if name not in VALUE_COLUMNS}
     failures = Counter(step["failure"] for steps in episodes for step in steps if step.get("failure"))
     timing = None
-    if c["steps"]:
+    if c["gold_steps"]:
         timing = TimingMetrics(
             precision=float(m["timing_precision"]),
             recall=float(m["timing_recall"]),
@@ -230,6 +256,8 @@ def scope_report(episodes: Sequence[Sequence[Mapping[str, Any]]], resamples: int
         invalid_steps=c["invalid_steps"],
         failed_steps=c["failed_steps"],
         failures=dict(sorted(failures.items())),
+        intervention_rate=_value(m["intervention_rate"]),
+        mean_final_max_distress=_value(m["mean_final_max_distress"]),
         mean_return=_value(m["mean_return"]),
         mean_discounted_return=_value(m["mean_discounted_return"]),
         returns_by_preset={p: _value(m[f"return_{p}"]) for p in PRESETS},

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from policies.base import Policy, make_action
-from policies.heuristic import HeuristicPolicy
+from policies.heuristic import HeuristicPolicy, PerceivedStatePolicy
+from policies.imitation import ImitationPolicy
 from policies.reference import (
     AlwaysInterveneEveryone,
     AlwaysLastSpeaker,
@@ -22,6 +23,7 @@ from policies.reference import (
     NeverIntervene,
     OraclePolicy,
     RandomPolicy,
+    RecordedTherapist,
 )
 from policies.sb3 import ALGORITHMS
 
@@ -39,15 +41,24 @@ POLICIES: dict[str, type] = {
     "most-vocal": AlwaysMostVocal,
     "most-distressed": AlwaysMostDistressed,
     "group-greedy": GroupGreedyPolicy,
+    "recorded": RecordedTherapist,
+    "perceived": PerceivedStatePolicy,
+    "imitation": ImitationPolicy,
 }
 """Registry name -> policy class (each has ``from_env(env, seed)``)."""
 
-PRIVILEGED = frozenset({"oracle", "most-distressed", "group-greedy"})
+PRIVILEGED = frozenset({"oracle", "most-distressed", "group-greedy", "recorded"})
 """Policies that read ``env.gold()`` or ``env.state()``: references, not agents."""
 CONSTANT = ("always-everyone", "never", "most-distressed", "last-speaker", "most-vocal")
 """The constant reference policies (the same decision at every step) that no preset may favour."""
 TRAINED = tuple(ALGORITHMS)
 """Prefixes of trained policies: ``ppo:PATH.zip``, ``a2c:PATH.zip`` (``policies.sb3.SB3Policy``, the ``rl`` extra)."""
+
+
+SIM_ONLY = frozenset({"recorded", "perceived", "imitation"})
+"""Policies of ``RescueSim-v0`` only (they read its perceived state or replay its recorded actions)."""
+REPLAY_ONLY = frozenset({"oracle", "majority"})
+"""Policies of the replays only (they read the gold of the next row, which a closed loop does not have)."""
 
 
 def is_policy_name(name: str) -> bool:
@@ -67,7 +78,13 @@ def make_policy(name: str, env: RescueEnv, seed: int | None = 0) -> Policy:
     if name not in POLICIES:
         trained = " / ".join(f"{a}:PATH.zip" for a in TRAINED)
         raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}, or {trained}")
-    return POLICIES[name].from_env(getattr(env, "unwrapped", env), seed)
+    inner = getattr(env, "unwrapped", env)
+    closed_loop = hasattr(inner, "recorded_action")
+    if name in SIM_ONLY and not closed_loop:
+        raise ValueError(f"policy {name!r} plays RescueSim-v0 only")
+    if name in REPLAY_ONLY and closed_loop:
+        raise ValueError(f"policy {name!r} plays the replays (Rescue-v0, Rescue-v1) only: a closed loop has no gold")
+    return POLICIES[name].from_env(inner, seed)
 
 
 __all__ = [
@@ -78,6 +95,11 @@ __all__ = [
     "AlwaysLastSpeaker",
     "AlwaysMostDistressed",
     "AlwaysMostVocal",
+    "ImitationPolicy",
+    "PerceivedStatePolicy",
+    "RecordedTherapist",
+    "REPLAY_ONLY",
+    "SIM_ONLY",
     "GroupGreedyPolicy",
     "HeuristicPolicy",
     "MajorityPolicy",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from policies.base import make_action, n_participants
 from rescue_env.data.domain import GROUP_SPEAKERS, THERAPIST
 from rescue_env.data.schema import SCENARIOS
@@ -125,3 +127,39 @@ class HeuristicPolicy:
     def act(self, observation: dict, env: RescueEnv) -> dict:
         intervene, target, strategy = self.decide(observation)
         return make_action(observation, intervene, target, _strategy_index(strategy))
+
+
+class PerceivedStatePolicy:
+    """Observation-only rules over the perceived state of ``RescueSim-v0`` (``distress``, ``stance``), the sim's
+    heuristic: what a therapist who reads the room and nothing else might do.
+
+    1. Mutual hostility (i sees j negatively and j sees i negatively, both readings >= ``hostile`` = 0.7): support
+       the most hostile such pair together with ``repair``.
+    2. Else, someone upset (reading >= ``upset`` = 0.5): support the most distressed participant with ``join`` (in
+       both taxonomies: make their feeling heard by the others).
+    3. Else keep listening.
+    """
+
+    name = "perceived"
+
+    def __init__(self, upset: float = 0.5, hostile: float = 0.7) -> None:
+        self.upset, self.hostile = upset, hostile
+
+    @classmethod
+    def from_env(cls, env: RescueEnv, seed: int | None = 0) -> PerceivedStatePolicy:
+        return cls()
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, observation: dict, env: RescueEnv) -> dict:
+        n = n_participants(observation)
+        distress = np.asarray(observation["distress"], dtype=float)[:n]
+        stance = np.asarray(observation["stance"], dtype=float)[:n, :n]
+        mutual = np.minimum(stance, stance.T)
+        if n >= 2 and mutual.max() >= self.hostile:
+            i, j = np.unravel_index(int(np.argmax(mutual)), mutual.shape)
+            return make_action(observation, True, [int(i), int(j)], _strategy_index("repair"))
+        if n and distress.max() >= self.upset:
+            return make_action(observation, True, [int(np.argmax(distress))], _strategy_index("join"))
+        return make_action(observation, False)

@@ -250,3 +250,15 @@ class GroupGreedyPolicy(_Stateless):
         config = env.reward_config
         gain = config.lam * float(distress.max()) / len(tied) if tied else 0.0
         return make_action(observation, gain > config.kappa, tied, valid_strategy(observation, None))
+
+
+class RecordedTherapist(_Stateless):
+    """``RescueSim-v0``: at each step, what the real therapist did at the source conversation's matching decision
+    point (``env.recorded_action()``), whatever the simulated session has become: the recorded course of
+    support, played open loop. Privileged (the recorded actions are never observed); the yardstick that the
+    simulator's calibration replays."""
+
+    name = "recorded"
+
+    def act(self, observation: dict, env: RescueEnv) -> dict:
+        return unwrapped(env).recorded_action()

@@ -19,6 +19,28 @@ def _register_environments() -> None:
         register(id="Rescue-v1", entry_point="rescue_env.envs.replay_v1:RescueEnvV1")
     if "RescueFlat-v1" not in registry:
         register(id="RescueFlat-v1", entry_point="rescue_env.envs.wrappers:make_flat_env", kwargs={"version": 1})
+    if "RescueSim-v0" not in registry:
+        register(id="RescueSim-v0", entry_point="rescue_env.envs.sim:RescueSimEnv")
+    if "RescueSimFlat-v0" not in registry:
+        register(id="RescueSimFlat-v0", entry_point="rescue_env.envs.wrappers:make_sim_flat_env")
+
+    # The multi-party views, by id in PettingZoo's registry (``pettingzoo.make("parallel" | "aec", id)``). That
+    # registry only exists from PettingZoo 1.27 on (pyproject allows older ones): without it, the views are still
+    # importable, just not by id.
+    try:
+        from pettingzoo import EnvSpec, aec_registry, parallel_registry
+        from pettingzoo import register as register_multiparty
+    except ImportError:
+        return
+    for env_id, module in (
+        ("rescue/rescue_multiparty_v0", "rescue_env.envs.multiparty"),
+        ("rescue/rescue_sim_multiparty_v0", "rescue_env.envs.sim_multiparty"),
+    ):
+        for kind, multiparty_registry, factory in (("parallel", parallel_registry, "parallel_env"),
+                                                   ("aec", aec_registry, "env")):  # fmt: skip
+            # Registry keys are normalised ("_v0" -> "-v0"); registering twice would warn on re-import.
+            if EnvSpec(id=env_id).id not in multiparty_registry:
+                register_multiparty(kind, env_id, entry_point=f"{module}:{factory}")
 
 
 _register_environments()

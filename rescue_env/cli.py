@@ -208,14 +208,17 @@ def _add_rollout(commands: argparse._SubParsersAction) -> None:
 
     rollout = commands.add_parser(
         "rollout",
-        help="play a policy or an LLM therapist through Rescue-v0 and report timing, target, strategy, returns",
+        help="play a policy or an LLM therapist through Rescue-v0/v1 or the closed loop RescueSim-v0 and report",
         description=textwrap.fill(
             "Play a built-in or trained policy (--policy) or an LLM as the therapist (--model) through "
-            "Rescue-v0, every conversation of the chosen split once, and report timing P/R/F1 and accuracy, target "
-            "exact match and Jaccard, strategy accuracy, failed decisions and the mean return under every reward "
-            "preset, per scenario and pooled, with 95 % bootstrap intervals over episodes. The run directory holds "
-            "config.json, trajectories.jsonl (one line per step), results.json/.csv/.md and run.json; re-running the "
-            "same command resumes it (finished episodes make no call). Privileged reference policies (they read the "
+            "Rescue-v0 (or Rescue-v1), every conversation of the chosen split once, and report timing P/R/F1 and "
+            "accuracy, target exact match and Jaccard, strategy accuracy, failed decisions and the mean return under "
+            "every reward preset, per scenario and pooled, with 95 % bootstrap intervals over episodes. With --env "
+            "RescueSim-v0 (closed loop: each conversation's opening, then the state moves with the support chosen) "
+            "the report has the share of steps intervened, the final max distress and the return of Eq. 14. "
+            "The run directory holds config.json, trajectories.jsonl (one line per step), results.json/.csv/.md "
+            "and run.json (and transcripts/ with --participants llm); re-running the same command resumes it "
+            "(finished episodes make no call). Privileged reference policies (they read the "
             f"gold or the annotated state): {', '.join(sorted(PRIVILEGED))}. A trained stable-baselines3 model "
             "(scripts/train_sb3.py) plays as ALGO:PATH.zip. Exit codes: 0 ok; 1 failed decisions (unless "
             "--allow-failures) or stopped at --max-failures; 2 usage or set-up error.",
@@ -228,6 +231,7 @@ def _add_rollout(commands: argparse._SubParsersAction) -> None:
         "      --split test --max-connections 16 --output runs/gpt-4o-mini-test\n"
         "  rescue-bench rollout --model openai/my-model --api-base http://127.0.0.1:8000/v1 --few-shot 4 --split test\n"
         "  rescue-bench rollout --policy ppo:runs/ppo-demo.zip --split test\n"
+        "  rescue-bench rollout --env RescueSim-v0 --model mock --participants llm   # closed loop, LLM personas\n"
         "  rescue-bench rollout --policy random --episodes 3 --seed 1 --render 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -283,7 +287,18 @@ def _add_rollout(commands: argparse._SubParsersAction) -> None:
         help="which observable evidence the rows carry (default: %(default)s)",
     )
     env.add_argument(
-        "--context-size", type=_count(1), default=8, metavar="N", help="rows in each observation (default: %(default)s)"
+        "--context-size",
+        type=_count(1),
+        default=8,
+        metavar="N",
+        help="rows in each observation of the replays (default: %(default)s)",
+    )
+    env.add_argument(
+        "--participants",
+        choices=["replay", "llm"],
+        default="replay",
+        help="RescueSim-v0 with --model: 'llm' plays each participant as an LLM persona with the same model "
+        "(words only: the state still moves by F) and writes transcripts/ to the run directory (default: %(default)s)",
     )
     model = rollout.add_argument_group("model (the LLM therapist)")
     _add_model_arguments(model)
@@ -744,6 +759,7 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             few_shot=args.few_shot,
             history=args.history,
+            participants=args.participants,
             seed=args.seed,
             bootstrap=args.bootstrap,
         )

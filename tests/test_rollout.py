@@ -474,8 +474,8 @@ def test_concurrency_kill_resume_and_key_hygiene(tmp_path: Path) -> None:
     assert run_info["episodes_resumed"] == len(kept) and run_info["episodes_played"] == 6 - len(kept)
     before = server.request_count
     finished = cli("resumed")  # everything on disk: not even the probe is sent
-    finished.communicate(timeout=300)
-    assert finished.returncode == 0 and server.request_count == before
+    out3, err3 = finished.communicate(timeout=300)
+    assert finished.returncode == 0 and server.request_count == before, err3
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert "SECRET-5151" not in path.read_text(encoding="utf-8", errors="replace"), path
@@ -525,3 +525,76 @@ def test_an_empty_scope_shows_a_dash(tmp_path: Path, capsys) -> None:
     assert family.split()[-2] == "—"  # couple, family, all: the family column has nothing to measure
     results_md = (tmp_path / "c" / "results.md").read_text()
     assert "| target exact match % |" in results_md and "| — |" in results_md
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the closed loop, RescueSim-v0
+
+
+def test_closed_loop_config_rules() -> None:
+    with pytest.raises(ValueError, match="Eq. 14"):
+        RolloutConfig(policy="never", env_id="RescueSim-v0", reward="group")
+    with pytest.raises(ValueError, match="whole opening"):
+        RolloutConfig(policy="never", env_id="RescueSim-v0", context_size=3)
+    with pytest.raises(ValueError, match="--participants llm"):
+        RolloutConfig(model="mock", participants="llm")  # the replay has no simulated participants
+    with pytest.raises(ValueError, match="--participants llm"):
+        RolloutConfig(policy="never", env_id="RescueSim-v0", participants="llm")  # personas need a model
+    with pytest.raises(ValueError, match="participants must be one of"):
+        RolloutConfig(model="mock", env_id="RescueSim-v0", participants="robots")
+
+
+def test_closed_loop_rollout_with_the_mock_model(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "sim"
+    args = ["rollout", "--env", "RescueSim-v0", "--model", "mock", "--output", str(out), "--no-progress"]
+    assert main([*args, "--bootstrap", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "final max distress" in printed and "mean return (eq14)" in printed
+    steps = lines(out / "trajectories.jsonl")
+    assert steps and all(s["gold"] is None and s["row"] is None and s["prompt_hash"] for s in steps)
+    assert all(set(s["state"]["distress"]) and s["speaker"] for s in steps)
+    results = json.loads((out / "results.json").read_text())
+    scope = results["scopes"]["all"]
+    assert scope["timing"] is None and scope["target_steps"] == 0  # nothing to imitate in a closed loop
+    assert scope["mean_final_max_distress"] is not None and 0 <= scope["intervention_rate"] <= 1
+    assert results["reward"] == "eq14" and results["episodes"] == 6
+    ends = [s["episode_end"] for s in steps if s["terminated"]]
+    assert len(ends) == 6
+    assert scope["mean_return"] == pytest.approx(sum(e["return"] for e in ends) / 6)
+    frame = pd.read_csv(out / "results.csv")
+    assert {"intervention_rate", "mean_final_max_distress"} <= set(frame["metric"])
+    assert not (out / "transcripts").exists()
+    assert main(args) == 0  # resumed: nothing played again
+    assert json.loads((out / "run.json").read_text())["usage"]["calls"] == 0
+    capsys.readouterr()
+
+
+def test_llm_personas_play_against_the_local_server(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "personas"
+    with FakeOpenAIServer(responder) as server:
+        args = ["rollout", "--env", "RescueSim-v0", "--model", "openai/fake", "--api-base", server.base_url,
+                "--participants", "llm", "--split", "test", "--output", str(out), "--no-progress"]  # fmt: skip
+        assert main(args) == 0
+        requests = server.request_count
+    capsys.readouterr()
+    steps = lines(out / "trajectories.jsonl")
+    transcripts = sorted((out / "transcripts").glob("*.jsonl"))
+    episodes = {s["sample_id"] for s in steps}
+    assert len(transcripts) == len(episodes) > 0
+    records = [r for path in transcripts for r in lines(path)]
+    assert len(records) == len(steps)  # one client turn per step
+    spoken = [r for r in records if r["words"]]
+    assert spoken and all(r["speaker"] for r in spoken)
+    # The therapist's decisions and the personas' turns are all requests to the server (plus the probe).
+    assert requests >= len(steps) + len(spoken)
+    run = json.loads((out / "run.json").read_text())
+    assert run["persona_failures"] == {} and run["failed_calls"] == {}
+    # Words are text only: the returns equal those of the same run without personas (same seeds, same F).
+    plain = tmp_path / "plain"
+    with FakeOpenAIServer(responder) as server:
+        args = ["rollout", "--env", "RescueSim-v0", "--model", "openai/fake", "--api-base", server.base_url,
+                "--split", "test", "--output", str(plain), "--no-progress"]  # fmt: skip
+        assert main(args) == 0
+    capsys.readouterr()
+    returns = [json.loads((d / "results.json").read_text())["scopes"]["all"]["mean_return"] for d in (out, plain)]
+    assert returns[0] == pytest.approx(returns[1])

@@ -31,6 +31,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,23 @@ class SupportAction:
 
 
 NO_INTERVENTION = SupportAction(False)
+
+
+def support_action(intervene: bool, recipients: frozenset[int], strategy: int) -> SupportAction:
+    """An env's decoded action (strategy an index into ``ALL_STRATEGY_KEYS``, -1 = invalid) as F sees it: an
+    intervention without recipients supports no one, so F reads it as no intervention."""
+    key = ALL_STRATEGY_KEYS[strategy] if 0 <= strategy < len(ALL_STRATEGY_KEYS) else None
+    return SupportAction(intervene and bool(recipients), recipients if intervene else frozenset(), key)
+
+
+def candidate_supports(n: int, strategies: Iterable[int]) -> list[tuple[bool, frozenset[int], int]]:
+    """Keep listening, then every single participant, pair and everyone with every strategy in ``strategies``:
+    the actions a one-step greedy reference compares (decoded form: intervene, recipients, strategy index)."""
+    strategies = sorted(strategies)
+    subsets = {frozenset([i]) for i in range(n)} | {frozenset(p) for p in combinations(range(n), 2)}
+    subsets.add(frozenset(range(n)))
+    listen = (False, frozenset(), strategies[0] if strategies else -1)
+    return [listen] + [(True, r, s) for r in sorted(subsets, key=sorted) for s in strategies]
 
 
 def recorded_action(sample: Sample, row: int, people: Sequence[str]) -> SupportAction:

@@ -83,10 +83,12 @@ class Snapshot:
         return d, g, emotion_age, viewpoint_age
 
 
-def snapshots(sample: Sample, people: Sequence[str], config: StateConfig) -> list[Snapshot]:
-    """The state after every row of ``sample`` (one pass; texts scored in one batch per kind)."""
+def annotations(
+    sample: Sample, people: Sequence[str]
+) -> tuple[list[tuple[int, int, str, float]], list[tuple[int, int, int, str]]]:
+    """The annotations the state reads, in row order: emotions (row, participant, description, intensity) of
+    participants with an intensity, and viewpoints (row, source, target, text) between two participants."""
     index = {name: i for i, name in enumerate(people)}
-    n = len(people)
     emotions, viewpoints = [], []
     for position, row in enumerate(sample.rows):
         for emotion in row.internal_emotion:
@@ -99,6 +101,13 @@ def snapshots(sample: Sample, people: Sequence[str], config: StateConfig) -> lis
                 viewpoints.append(
                     (position, index[source], index[target], attitude_text(view.viewpoint, view.attitude))
                 )
+    return emotions, viewpoints
+
+
+def snapshots(sample: Sample, people: Sequence[str], config: StateConfig) -> list[Snapshot]:
+    """The state after every row of ``sample`` (one pass; texts scored in one batch per kind)."""
+    n = len(people)
+    emotions, viewpoints = annotations(sample, people)
     emotion_negativity = negativity([e[2] for e in emotions], config.scorer, "emotion")
     viewpoint_negativity = negativity([v[3] for v in viewpoints], config.scorer, "attitude")
 

@@ -352,25 +352,9 @@ class RescueEnv(gym.Env):
 
     def _decode(self, action: dict[str, Any]) -> tuple[bool, frozenset[int], int, list[str]]:
         episode = self._episode
-        n, slots = len(episode.participants), self.max_participants
-        try:
-            intervene = bool(int(action["intervene"]))
-            bits = action["target"]
-            bits = bits.ravel() if isinstance(bits, np.ndarray) else np.asarray(bits).ravel()
-            strategy = int(action["strategy"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"action must be a dict with intervene, target and strategy: {exc}") from None
-        if bits.size != slots + 1 or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
-            raise ValueError(f"action outside the action space: {action!r}")
-        flags = bits.tolist()
-        invalid = []
-        if any(flags[n:slots]):
-            invalid.append("target: absent participant slot")
-        recipients = episode.everyone if flags[slots] else frozenset(i for i in range(n) if flags[i])
-        if strategy not in episode.valid_strategies:
-            invalid.append("strategy: outside the scenario's taxonomy")
-            strategy = -1
-        return intervene, recipients, strategy, invalid
+        return decode_action(
+            action, len(episode.participants), self.max_participants, episode.valid_strategies, episode.everyone
+        )
 
     def step(self, action: dict[str, Any]):
         point = self._point()
@@ -511,6 +495,32 @@ class RescueEnv(gym.Env):
         )
 
 
+def decode_action(
+    action: dict[str, Any], n: int, slots: int, valid_strategies: frozenset[int], everyone: frozenset[int]
+) -> tuple[bool, frozenset[int], int, list[str]]:
+    """A ``Dict`` action of the Rescue envs as (intervene, recipient slots, strategy index or -1, what was invalid):
+    bits of absent slots are ignored, the group bit means ``everyone``, a strategy outside the scenario's taxonomy
+    becomes -1. Raises ``ValueError`` for an action outside the action space."""
+    try:
+        intervene = bool(int(action["intervene"]))
+        bits = action["target"]
+        bits = bits.ravel() if isinstance(bits, np.ndarray) else np.asarray(bits).ravel()
+        strategy = int(action["strategy"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"action must be a dict with intervene, target and strategy: {exc}") from None
+    if bits.size != slots + 1 or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
+        raise ValueError(f"action outside the action space: {action!r}")
+    flags = bits.tolist()
+    invalid = []
+    if any(flags[n:slots]):
+        invalid.append("target: absent participant slot")
+    recipients = everyone if flags[slots] else frozenset(i for i in range(n) if flags[i])
+    if strategy not in valid_strategies:
+        invalid.append("strategy: outside the scenario's taxonomy")
+        strategy = -1
+    return intervene, recipients, strategy, invalid
+
+
 def _describe(choice: dict[str, Any]) -> str:
     if not choice["intervene"]:
         return "keep listening"
@@ -518,4 +528,4 @@ def _describe(choice: dict[str, Any]) -> str:
     return f"intervene -> {target} with {choice['strategy'] or '?'}"
 
 
-__all__ = ["CHARSET", "DecisionPoint", "Episode", "RescueEnv", "normalise_text"]
+__all__ = ["CHARSET", "DecisionPoint", "Episode", "RescueEnv", "decode_action", "normalise_text"]

@@ -4,7 +4,6 @@ predicted by an outcome model F (Eq. 12-13) fitted on the data. See ``RescueEnvV
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +12,17 @@ from gymnasium import spaces
 
 from rescue_env.data import Dataset, Sample
 from rescue_env.dynamics.fitting import outcome_model_for
-from rescue_env.dynamics.outcome import EpisodeStates, OutcomeModel, SupportAction, episode_states
+from rescue_env.dynamics.outcome import (
+    EpisodeStates,
+    OutcomeModel,
+    candidate_supports,
+    episode_states,
+    support_action,
+)
 from rescue_env.dynamics.state import objective, tension
 from rescue_env.envs.replay import DecisionPoint, Episode, RescueEnv
 from rescue_env.rendering import Mode
 from rescue_env.reward import Preset, RewardConfig
-from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 
 OUTCOMES = ("sample", "mean")
 
@@ -173,10 +177,6 @@ class RescueEnvV1(RescueEnv):
 
     # ----- reward -------------------------------------------------------------------------------------------
 
-    def _support(self, intervene: bool, recipients: frozenset[int], strategy: int) -> SupportAction:
-        key = ALL_STRATEGY_KEYS[strategy] if 0 <= strategy < len(ALL_STRATEGY_KEYS) else None
-        return SupportAction(intervene and bool(recipients), recipients if intervene else frozenset(), key)
-
     def _group_component(
         self,
         point: DecisionPoint,
@@ -202,7 +202,7 @@ class RescueEnvV1(RescueEnv):
         self, intervene: bool, recipients: frozenset[int], strategy: int, draw: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         """F's next (d, G) at the current step under the action: a draw with ``np_random``, or F's mean."""
-        state, action = self._point_state(), self._support(intervene, recipients, strategy)
+        state, action = self._point_state(), support_action(intervene, recipients, strategy)
         if draw:
             return self.dynamics.sample(state, action, self.np_random, self.effect_scale)
         return self.dynamics.mean(state, action, self.effect_scale)
@@ -217,17 +217,9 @@ class RescueEnvV1(RescueEnv):
         everyone, with every valid strategy (privileged; ``group-greedy`` on v1)."""
         episode = self._episode
         self._point()
-        n = len(episode.participants)
-        subsets = {frozenset([i]) for i in range(n)} | {frozenset(p) for p in combinations(range(n), 2)}
-        subsets.add(episode.everyone)
-        best = (False, frozenset(), min(episode.valid_strategies))
-        best_value = self.expected_group(*best)
-        for recipients in sorted(subsets, key=sorted):
-            for strategy in sorted(episode.valid_strategies):
-                value = self.expected_group(True, recipients, strategy)
-                if value > best_value + 1e-12:
-                    best, best_value = (True, recipients, strategy), value
-        return best
+        candidates = candidate_supports(len(episode.participants), episode.valid_strategies)
+        values = [self.expected_group(*candidate) for candidate in candidates]
+        return candidates[int(np.argmax(values))]
 
     # ----- info and privileged state ------------------------------------------------------------------------
 

@@ -144,6 +144,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         }
         if embeddings:
             sizes["embedding"] = EMBEDDING_DIM
+        sizes.update(self.extra_sizes())
         self.feature_slices: dict[str, slice] = {}
         start = 0
         for name, size in sizes.items():
@@ -172,7 +173,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             "last_speaker": speakers,
             "last_row": ["to_therapist", "to_group", "to_participant", "question", "client_run"],
             "position": ["row", "decision"],
-            "elapsed": ["rows", "minutes"],
+            "elapsed": [name for name, _ in self.elapsed_scales],
             "target_mask": [f"slot{i}" for i in range(self.n_slots)] + ["group"],
         }
         names = []
@@ -265,8 +266,9 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         )
         features = self._points.get_or_compute(key, self._compute_point, observation).copy()
         if self.time_key == "elapsed":
-            rows, minutes = (float(x) for x in observation["elapsed"])
-            row, decision = _log_scale(rows, ELAPSED_ROWS_CAP), _log_scale(minutes, ELAPSED_MINUTES_CAP)
+            (_, first_cap), (_, second_cap) = self.elapsed_scales
+            first, second = (float(x) for x in observation["elapsed"])
+            row, decision = _log_scale(first, first_cap), _log_scale(second, second_cap)
         else:
             position = observation["position"]
             row, decision = float(position[0]), float(position[1])
@@ -274,7 +276,21 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         # Clipped into the Box whatever the input (the env already clips; NaN would become 0).
         features[start] = min(1.0, max(0.0, row)) if row == row else 0.0
         features[start + 1] = min(1.0, max(0.0, decision)) if decision == decision else 0.0
-        return features
+        extra = self.extra_features(observation)
+        return features if extra is None else np.concatenate([features, extra])
+
+    # ----- hooks for envs whose observation has more than Rescue-v0's fields --------------------------------
+
+    elapsed_scales: tuple[tuple[str, float], tuple[str, float]] = (("rows", 1000.0), ("minutes", 120.0))
+    """Names and caps of the two ``elapsed`` values (log1p(value) / log1p(cap), clipped to 1)."""
+
+    def extra_sizes(self) -> dict[str, int]:
+        """Feature blocks after the standard ones (each in [0, 1]): name -> size."""
+        return {}
+
+    def extra_features(self, observation: dict[str, Any]) -> np.ndarray | None:
+        """The values of ``extra_sizes``' blocks for ``observation`` (None: there are none)."""
+        return None
 
     def _compute_point(self, key: tuple[str, int, int, int], observation: dict[str, Any]) -> np.ndarray:
         context_text, last_speaker, scenario, _ = key
@@ -291,12 +307,11 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         ]
         if self.embeddings:
             pieces.append(context[bow_turns:])
-        features = np.clip(np.concatenate(pieces), self._low, self._high).astype(np.float32)
+        features = np.concatenate(pieces)
+        size = features.size  # the standard blocks; ``extra_features`` are appended per step
+        features = np.clip(features, self._low[:size], self._high[:size]).astype(np.float32)
         features.flags.writeable = False
         return features
-
-
-ELAPSED_ROWS_CAP, ELAPSED_MINUTES_CAP = 1000.0, 120.0
 
 
 def _log_scale(value: float, cap: float) -> float:
@@ -338,6 +353,22 @@ class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
         return np.array([True, True, *(b for pair in target for b in pair), *masks["strategy"].tolist()], dtype=bool)
 
 
+class SimFlatObservation(FlatObservation):
+    """``FlatObservation`` of ``RescueSim-v0``: the opening's context features, ``elapsed`` as (steps, therapist
+    turns), then the perceived ``distress`` (``max_participants``) and ``stance`` (``max_participants``
+    squared, row-major: i's view of j at i * max_participants + j), both already in [0, 1]."""
+
+    elapsed_scales = (("steps", 200.0), ("interventions", 200.0))
+
+    def extra_sizes(self) -> dict[str, int]:
+        return {"distress": self.n_slots, "stance": self.n_slots * self.n_slots}
+
+    def extra_features(self, observation: dict[str, Any]) -> np.ndarray:
+        distress = np.asarray(observation["distress"], dtype=np.float32).ravel()
+        stance = np.asarray(observation["stance"], dtype=np.float32).ravel()
+        return np.clip(np.concatenate([distress, stance]), 0.0, 1.0)
+
+
 def make_flat_env(
     hash_dim: int = 256,
     embeddings: bool = False,
@@ -368,13 +399,38 @@ def make_flat_env(
     return FlatAction(env)
 
 
+def make_sim_flat_env(
+    hash_dim: int = 256,
+    embeddings: bool = False,
+    last_row_weight: float = 2.0,
+    turn_window: int = 8,
+    cache_size: int = 16384,
+    **env_kwargs: Any,
+) -> gym.Env:
+    """``RescueSimFlat-v0``: ``RescueSimEnv(**env_kwargs)`` with ``SimFlatObservation`` and ``FlatAction``;
+    ``action_masks()`` works with sb3-contrib's ``MaskablePPO``."""
+    from rescue_env.envs.sim import RescueSimEnv
+
+    env = SimFlatObservation(
+        RescueSimEnv(**env_kwargs),
+        hash_dim=hash_dim,
+        last_row_weight=last_row_weight,
+        turn_window=turn_window,
+        embeddings=embeddings,
+        cache_size=cache_size,
+    )
+    return FlatAction(env)
+
+
 __all__ = [
     "EMBEDDING_DIM",
     "FlatAction",
     "FlatObservation",
     "LRUCache",
+    "SimFlatObservation",
     "check_embeddings_available",
     "make_flat_env",
+    "make_sim_flat_env",
     "stable_bucket",
     "term_counts",
 ]

@@ -1,0 +1,390 @@
+"""``RescueSim-v0`` and ``RescueSimFlat-v0``: the API checks, determinism, the closed loop's dynamics by hand,
+rewards, episode ends, nothing recorded after the opening in the observation, and the sim's policies."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import make_row
+from gymnasium.utils.env_checker import check_env
+
+import rescue_env  # noqa: F401  (registers the ids)
+from policies import POLICIES, make_policy
+from policies.base import make_action
+from policies.imitation import ImitationPolicy
+from rescue_env.data import Dataset, load_dataset
+from rescue_env.data.schema import Sample
+from rescue_env.data.splits import SplitConfig
+from rescue_env.dynamics.fitting import fit_on_split
+from rescue_env.dynamics.outcome import (
+    DISTRESS_FEATURES,
+    NO_INTERVENTION,
+    PAIR_FEATURES,
+    LinearHead,
+    OutcomeModel,
+    SupportAction,
+)
+from rescue_env.dynamics.simulation import (
+    SessionRates,
+    advance,
+    describe_state,
+    fit_session_rates,
+    perceive,
+    start_state,
+)
+from rescue_env.dynamics.state import StateConfig, objective, snapshots
+from rescue_env.envs.replay import RescueEnv
+from rescue_env.envs.sim import RescueSimEnv
+from rescue_env.envs.wrappers import SimFlatObservation, make_sim_flat_env
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS
+
+
+@pytest.fixture(scope="module")
+def demo() -> Dataset:
+    return load_dataset("demo")
+
+
+@pytest.fixture(scope="module")
+def model(demo) -> OutcomeModel:
+    return fit_on_split(demo, SplitConfig(split="train"))
+
+
+def constant_model(distress: float, viewpoint: float, sigma: float = 0.0) -> OutcomeModel:
+    """An F that predicts ``distress`` for everyone and ``viewpoint`` for every existing pair, whatever happens."""
+
+    def head(features: list[str], value: float) -> LinearHead:
+        return LinearHead(features=features, coef=[0.0] * len(features), intercept=value, alpha=1, sigma=sigma, n=10)
+
+    return OutcomeModel(distress=head(DISTRESS_FEATURES, distress), viewpoint=head(PAIR_FEATURES, viewpoint))
+
+
+ALWAYS = SessionRates(
+    emotion_speaker=1, emotion_other=1, viewpoint_speaker=1, viewpoint_other=1, reply_recipient=1, steps=1
+)
+NEVER = SessionRates(
+    emotion_speaker=0, emotion_other=0, viewpoint_speaker=0, viewpoint_other=0, reply_recipient=0, steps=1
+)
+
+
+def _sample() -> Sample:
+    emotion = {"person": "Ana", "emotion_description": "feels hurt", "intensity": 8}
+    view = {"source": "Ben", "target": "Ana", "viewpoint": "she blames me", "attitude": "resentful"}
+    reframe = {"provider": "Therapist", "target": ["Ana"], "strategy_type": "reframe", "strategy_content": "x"}
+    rows = [
+        make_row(0, "Ana", internal_emotion=[emotion]),
+        make_row(1, "Ben", viewpoints_attitudes=[view]),
+        make_row(2, "Therapist", support_strategy=[reframe]),
+        make_row(3, "Ana"),
+        make_row(4, "Ben"),
+        make_row(5, "Ana"),
+        make_row(6, "Ben"),
+    ]
+    return Sample.model_validate({"sample_id": "demo_ana_and_ben/001", "scenario": "couple", "rows": rows})
+
+
+def _dataset(*samples: Sample) -> Dataset:
+    demo = load_dataset("demo")
+    return Dataset(list(samples), "tiny", "0" * 64, demo.report)
+
+
+# ----- API ---------------------------------------------------------------------------------------------------
+
+
+def test_ids_build_with_defaults_and_pass_the_checkers():
+    env = gym.make("RescueSim-v0")
+    check_env(env.unwrapped, skip_render_check=True)
+    observation, _ = env.reset(seed=0)
+    assert env.observation_space.contains(observation)
+    flat = gym.make("RescueSimFlat-v0")
+    check_env(flat.unwrapped, skip_render_check=True)
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    sb3_check_env(flat)
+    vector = gym.make_vec("RescueSim-v0", num_envs=2, vectorization_mode="sync")
+    observations, _ = vector.reset(seed=0)
+    assert observations["distress"].shape == (2, 6)
+    _, rewards, *_ = vector.step(vector.action_space.sample())
+    assert rewards.shape == (2,) and np.isfinite(rewards).all()
+
+
+def test_flat_features_hold_the_perceived_state():
+    flat = make_sim_flat_env()
+    vector, _ = flat.reset(seed=3)
+    wrapper = flat.env
+    assert isinstance(wrapper, SimFlatObservation)
+    observation = flat.unwrapped._observation()  # a fresh perception of the same state
+    names = wrapper.feature_names
+    assert names[wrapper.feature_slices["distress"].start] == "distress[0]"
+    assert wrapper.feature_slices["stance"].stop == vector.size
+    assert "elapsed[steps]" in names and "elapsed[interventions]" in names
+    features = wrapper.observation(observation)
+    np.testing.assert_allclose(features[wrapper.feature_slices["distress"]], observation["distress"])
+    np.testing.assert_allclose(features[wrapper.feature_slices["stance"]], observation["stance"].ravel())
+
+
+def _trajectory(env: RescueSimEnv, seed: int, sample_id: str | None = None, steps: int = 50):
+    options = {"sample_id": sample_id} if sample_id else None
+    observation, info = env.reset(seed=seed, options=options)
+    rng = np.random.default_rng(seed)
+    seen = [observation]
+    rewards = []
+    for _ in range(steps):
+        action = make_action(observation, bool(rng.integers(2)), [int(rng.integers(2))], int(rng.integers(10)))
+        observation, reward, terminated, truncated, info = env.step(action)
+        seen.append(observation)
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    return seen, rewards, info
+
+
+def _same(a: list[dict], b: list[dict]) -> bool:
+    return len(a) == len(b) and all(
+        all(np.array_equal(np.asarray(x[k]), np.asarray(y[k])) for k in x) for x, y in zip(a, b)
+    )
+
+
+def test_deterministic_given_the_seed(demo, model):
+    env = RescueSimEnv(demo, starts="all", dynamics=model)
+    first, rewards_a, _ = _trajectory(env, seed=5)
+    second, rewards_b, _ = _trajectory(env, seed=5)
+    assert _same(first, second) and rewards_a == rewards_b
+    other, rewards_c, _ = _trajectory(env, seed=6)
+    assert not (_same(first, other) and rewards_a == rewards_c)
+
+
+def test_no_observation_depends_on_the_rows_after_the_opening(demo, model):
+    # A conversation and a copy with different rows after the opening must play identically (same seed, same
+    # actions) for as many steps as the shorter has: only the number of steps comes from the source.
+    sample = max(demo.samples, key=lambda s: len(s.rows))
+    rows = list(sample.rows)
+    changed = rows[:12] + [r.model_copy(update={"dialogue_cleaned": "something else entirely"}) for r in rows[12:30]]
+    other = sample.model_copy(update={"rows": changed, "sample_id": sample.sample_id + "-other"})
+    dataset = Dataset([sample, other], demo.source, demo.sha256, demo.report)
+    env = RescueSimEnv(dataset, starts="all", dynamics=model, rates=fit_session_rates(demo.samples), opening=8)
+    steps = env.episode(other).rows.__len__()
+    full, rewards_full, _ = _trajectory(env, seed=1, sample_id=sample.sample_id, steps=steps)
+    cut, rewards_cut, _ = _trajectory(env, seed=1, sample_id=other.sample_id, steps=steps)
+    assert _same(full[: len(cut)], cut) and rewards_full[: len(rewards_cut)] == rewards_cut
+    first = env.episode(sample).rows[0]  # the opening's last row (0-based); rendered rows are 1-based
+    assert f"\n[{first + 1}] " in full[0]["context"] and f"\n[{first + 2}] " not in full[0]["context"]
+
+
+# ----- dynamics by hand --------------------------------------------------------------------------------------
+
+
+def test_session_rates_by_hand():
+    rates = fit_session_rates([_sample()])
+    # Decision rows 0, 1, 3, 4, 5 (client rows followed by a row). Consecutive pairs: (0,1) speaker Ben, no
+    # fresh emotion; (1,3) Ana, none; (3,4), (4,5) none: emotion_speaker = (0 + 1) / (4 + 2), other likewise.
+    assert rates.emotion_speaker == pytest.approx(1 / 6) and rates.emotion_other == pytest.approx(1 / 6)
+    # Ben's view of Ana exists from row 1: pairs (1,3), (3,4), (4,5), its source Ben speaking at 4 only; never
+    # refreshed. After row 1 the therapist supports Ana and Ana speaks next (row 3): reply_recipient 2 / 3.
+    assert rates.viewpoint_speaker == pytest.approx(1 / 3) and rates.viewpoint_other == pytest.approx(1 / 4)
+    assert rates.reply_recipient == pytest.approx(2 / 3) and rates.steps == 4
+
+
+def _start(sample: Sample, row: int = 1):
+    people = ("Ana", "Ben")
+    snapshot = snapshots(sample, people, StateConfig())[row]
+    return start_state(sample, people, snapshot, row, 1, False, None)
+
+
+def test_advance_moves_refreshed_values_to_fs_draw_and_keeps_the_others():
+    state = _start(_sample())
+    np.testing.assert_allclose(state.distress_raw, [0.8 * state.distress_raw[0] / 0.8, 0.0])
+    assert state.g_raw[1, 0] > 0.5 and state.viewpoint_row[1, 0] == 1
+    rng = np.random.default_rng(0)
+    F = constant_model(0.3, 0.2)
+    moved = advance(state, SupportAction(True, frozenset({0}), "reframe"), F, ALWAYS, rng)
+    np.testing.assert_allclose(moved.distress_raw, [0.3, 0.3])
+    assert moved.g_raw[1, 0] == pytest.approx(0.2) and moved.g_raw[0, 1] == 0.0  # no new viewpoint appears
+    assert moved.row == state.row + 2 and moved.last_speaker == 0  # therapist row + reply of the recipient
+    still = advance(state, NO_INTERVENTION, F, NEVER, rng)
+    np.testing.assert_allclose(still.distress_raw, state.distress_raw)
+    assert still.row == state.row + 1 and np.array_equal(still.g_raw, state.g_raw)
+    # The objective reads the latest values, not aged ones: many steps without a refresh change nothing.
+    for _ in range(40):
+        still = advance(still, NO_INTERVENTION, F, NEVER, rng)
+    np.testing.assert_allclose(still.values()[0], state.values()[0])
+
+
+def test_next_speaker_follows_the_opening_weights():
+    state = _start(_sample(), row=5)
+    np.testing.assert_allclose(state.weights, [1 + 3, 1 + 2])  # rows 0-5: Ana 0, 3, 5; Ben 1, 4
+    rng = np.random.default_rng(0)
+    from rescue_env.dynamics.simulation import next_speaker
+
+    draws = [next_speaker(state, NO_INTERVENTION, NEVER, rng) for _ in range(4000)]
+    assert np.mean(np.asarray(draws) == 0) == pytest.approx(4 / 7, abs=0.03)
+    to_ben = SupportAction(True, frozenset({1}), "join")
+    assert all(next_speaker(state, to_ben, ALWAYS, rng) == 1 for _ in range(50))
+
+
+def test_perception_and_words_by_hand():
+    rng = np.random.default_rng(0)
+    d, g = perceive(np.array([0.74, 0.06]), np.array([[0.3, 0.81], [0.5, 0.0]]), 0.0, rng)
+    np.testing.assert_allclose(d, [0.7, 0.1])
+    np.testing.assert_allclose(g, [[0.0, 0.8], [0.5, 0.0]])
+    text = describe_state(["Ana", "Ben"], d, g)
+    assert text == (
+        "Ana seems very upset (about 7/10) and sees Ben negatively. Ben seems calm (about 1/10) and sees Ana with "
+        "some tension."
+    )
+    noisy, _ = perceive(np.full(1000, 0.5), np.zeros((2, 2)), 0.1, rng)
+    assert 0.08 < noisy.std() < 0.12 and set(np.round(noisy * 10) / 10) == set(noisy)
+
+
+def test_rewards_episode_end_and_calm_bonus():
+    sample = _sample()
+    dataset = _dataset(sample)
+    F = constant_model(0.3, 0.2)
+    env = RescueSimEnv(dataset, starts="all", dynamics=F, rates=ALWAYS, opening=2, calm_threshold=0.0)
+    observation, info = env.reset(seed=0)
+    # The opening ends at decision row 1 (rows 0-1); then decision rows 3, 4, 5: four steps in all.
+    assert info["steps"] == 4 and env.episode(sample).rows == (1, 3, 4, 5) and env.limit == 4
+    observation, reward, terminated, truncated, info = env.step(make_action(observation, False))
+    d, g = np.array([0.3, 0.3]), np.array([[0.0, 0.0], [0.2, 0.0]])
+    assert reward == pytest.approx(objective(d, g, 0.5, 1.0))
+    steps = 1
+    while not (terminated or truncated):
+        observation, reward, terminated, truncated, info = env.step(make_action(observation, False))
+        steps += 1
+    assert truncated and not terminated and steps == 4 and info["episode"]["length"] == 4
+    assert info["episode"]["final_max_distress"] == pytest.approx(0.3)
+    # Calm: distress 0.1 < 0.2 ends the episode at the first step, with the calm reward for the 3 steps left.
+    calm = RescueSimEnv(dataset, starts="all", dynamics=constant_model(0.1, 0.0), rates=ALWAYS, opening=2)
+    observation, _ = calm.reset(seed=0)
+    observation, reward, terminated, truncated, info = calm.step(make_action(observation, False))
+    base = objective(np.array([0.1, 0.1]), np.zeros((2, 2)), 0.5, 1.0)
+    assert terminated and not truncated and info["episode"]["calm"]
+    assert info["calm_bonus"] == pytest.approx(base * (0.99 + 0.99**2 + 0.99**3))
+    assert reward == pytest.approx(base + info["calm_bonus"])
+
+
+def test_max_steps_and_bad_arguments(demo, model):
+    env = RescueSimEnv(demo, starts="all", dynamics=model, max_steps=3)
+    _, _, info = _trajectory(env, seed=0)
+    assert info["episode"]["length"] <= 3
+    for kwargs in ({"starts": "valid"}, {"perception_noise": -1}, {"gamma": 2}, {"opening": 0}, {"outcome": "x"}):
+        with pytest.raises(ValueError):
+            RescueSimEnv(demo, dynamics=model, **kwargs)
+    with pytest.raises(ValueError, match="no conversation"):
+        RescueSimEnv(demo, dynamics=model, opening=10_000)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="outside the action space"):
+        env.step({"intervene": 1, "target": np.zeros(3, dtype=np.int8), "strategy": 0})
+    with pytest.raises(RuntimeError, match="reset"):
+        RescueSimEnv(demo, dynamics=model).step({})
+
+
+def test_invalid_choices_are_ignored_and_counted():
+    env = RescueSimEnv(_dataset(_sample()), starts="all", dynamics=constant_model(0.3, 0.2), rates=ALWAYS, opening=2)
+    env.reset(seed=0)
+    target = np.zeros(7, dtype=np.int8)
+    target[4] = 1  # an absent slot
+    boundary = ALL_STRATEGY_KEYS.index("boundary")  # family only
+    _, _, _, _, info = env.step({"intervene": 1, "target": target, "strategy": boundary})
+    assert len(info["invalid"]) == 2 and info["chosen"]["target"] == [] and info["chosen"]["strategy"] is None
+
+
+def test_recorded_action_is_what_the_therapist_did():
+    env = RescueSimEnv(_dataset(_sample()), starts="all", dynamics=constant_model(0.3, 0.2), rates=NEVER, opening=2)
+    env.reset(seed=0)
+    recorded = env.recorded_action()  # after row 1 the therapist supports Ana with reframe
+    assert recorded["intervene"] == 1 and recorded["target"].tolist()[:2] == [1, 0]
+    assert recorded["strategy"] == ALL_STRATEGY_KEYS.index("reframe")
+    env.step(recorded)
+    assert env.recorded_action()["intervene"] == 0  # after row 3 Ben speaks
+
+
+# ----- policies ----------------------------------------------------------------------------------------------
+
+
+def test_policies_play_the_sim_and_refuse_the_wrong_env(demo, model):
+    env = RescueSimEnv(demo, starts="all", dynamics=model)
+    for name in POLICIES:
+        if name in ("oracle", "majority"):
+            with pytest.raises(ValueError, match="replays"):
+                make_policy(name, env)
+            continue
+        policy = make_policy(name, env, seed=0)
+        observation, _ = env.reset(seed=1)
+        policy.reset(seed=1)
+        done = False
+        while not done:
+            action = policy.act(observation, env)
+            assert env.action_space.contains(action), name
+            observation, _, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            assert not info["invalid"], name
+    with pytest.raises(ValueError, match="RescueSim-v0 only"):
+        make_policy("recorded", RescueEnv(demo))
+
+
+class _Blind:
+    """The env as an observation-only policy may see it: every privileged accessor fails the test."""
+
+    def __getattr__(self, name: str):
+        if name in ("state", "recorded_action", "best_group_action", "expected_reward", "dynamics", "_state"):
+            raise AssertionError(f"an observation-only policy read env.{name}")
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize("name", ["perceived", "imitation", "random", "never", "last-speaker"])
+def test_observation_only_policies_never_read_the_state(demo, model, name):
+    env = RescueSimEnv(demo, starts="all", dynamics=model)
+    policy = make_policy(name, env, seed=0)
+    observation, _ = env.reset(seed=4)
+    done = False
+    while not done:
+        observation, _, terminated, truncated, _ = env.step(policy.act(observation, _Blind()))
+        done = terminated or truncated
+
+
+def test_group_greedy_maximises_the_expected_reward(demo, model):
+    env = RescueSimEnv(demo, starts="all", dynamics=model)
+    env.reset(seed=2)
+    best = env.best_group_action()
+    value = env.expected_reward(*best)
+    assert value >= env.expected_reward(False, frozenset(), 0) - 1e-12
+    assert value >= env.expected_reward(True, frozenset({0}), ALL_STRATEGY_KEYS.index("track")) - 1e-12
+
+
+def test_perceived_heuristic_rules():
+    policy = make_policy(
+        "perceived", RescueSimEnv(_dataset(_sample()), starts="all", dynamics=constant_model(0, 0), opening=2)
+    )
+    base = {
+        "participants": np.array([1, 1, 0, 0, 0, 0]),
+        "target_mask": np.array([1, 1, 0, 0, 0, 0, 1]),
+        "strategy_mask": np.array([1] * 10 + [0]),
+        "distress": np.array([0.2, 0.6, 0, 0, 0, 0]),
+        "stance": np.zeros((6, 6)),
+    }
+    action = policy.act(base, None)
+    assert action["intervene"] == 1 and action["target"].tolist()[:2] == [0, 1]
+    assert action["strategy"] == ALL_STRATEGY_KEYS.index("join")
+    stance = np.zeros((6, 6))
+    stance[0, 1] = stance[1, 0] = 0.8
+    action = policy.act({**base, "stance": stance}, None)
+    assert action["target"].tolist()[-1] == 1 and action["strategy"] == ALL_STRATEGY_KEYS.index("repair")
+    assert policy.act({**base, "distress": np.zeros(6)}, None)["intervene"] == 0
+
+
+def test_imitation_learns_the_recorded_frequencies(demo, model):
+    env = RescueSimEnv(demo, starts="all", dynamics=model)
+    policy = ImitationPolicy.fit(env, seed=0)
+    recorded = np.mean([a.intervene for s in env.samples for a in env.episode(s).recorded])
+    chosen = []
+    for seed in range(6):
+        observation, _ = env.reset(seed=seed)
+        policy.reset(seed=seed)
+        done = False
+        while not done:
+            action = policy.act(observation, env)
+            chosen.append(action["intervene"])
+            observation, _, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+    assert abs(np.mean(chosen) - recorded) < 0.2
