@@ -388,3 +388,61 @@ def test_imitation_learns_the_recorded_frequencies(demo, model):
             observation, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
     assert abs(np.mean(chosen) - recorded) < 0.2
+
+
+# ----- the hot path ------------------------------------------------------------------------------------------
+
+
+def test_episode_kernel_equals_the_reference_outcome_model(model):
+    # F specialised to an episode (rescue_env.dynamics.kernel) against OutcomeModel on the full features, on random
+    # states and actions: the same means, and the same draws from the same generator.
+    from rescue_env.dynamics.kernel import EpisodeKernel
+    from rescue_env.dynamics.simulation import SimState
+
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        n, row = int(rng.integers(1, 7)), int(rng.integers(0, 60))
+        emotion_row = np.where(rng.random(n) < 0.3, -1, rng.integers(0, row + 1, n))
+        viewpoint_row = np.where(rng.random((n, n)) < 0.5, -1, rng.integers(0, row + 1, (n, n)))
+        np.fill_diagonal(viewpoint_row, -1)
+        state = SimState(
+            np.where(emotion_row >= 0, rng.random(n), 0.0),
+            emotion_row,
+            np.where(viewpoint_row >= 0, rng.random((n, n)), 0.0),
+            viewpoint_row,
+            row,
+            int(rng.integers(0, n)) if rng.random() < 0.8 else None,
+            bool(trial % 2),
+            (None, "attack_attack", "boundary_hierarchy_strain")[trial % 3],
+            np.ones(n),
+        )
+        recipients = frozenset(i for i in range(n) if rng.random() < 0.5) or frozenset({0})
+        strategy = ALL_STRATEGY_KEYS[int(rng.integers(0, 11))] if rng.random() < 0.9 else None
+        action = NO_INTERVENTION if rng.random() < 0.3 else SupportAction(True, recipients, strategy)
+        scale = (1.0, 0.0, 0.5, 2.0)[trial % 4]
+        kernel = EpisodeKernel.build(model, n, state.family, state.pattern)
+        point = state.point(model.state)
+        for reference, fast in (
+            (model.mean(point, action, scale), kernel.mean(state, action, scale)),
+            (
+                model.sample(point, action, np.random.default_rng(trial), scale),
+                kernel.sample(state, action, np.random.default_rng(trial), scale),
+            ),
+        ):
+            np.testing.assert_allclose(fast[0], reference[0], atol=1e-12)
+            np.testing.assert_allclose(fast[1], reference[1], atol=1e-12)
+
+
+def test_bench_sim_script_prints_the_ratio():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_sim.py"
+    args = [sys.executable, str(script), "--data", "demo", "--steps", "300", "--repeat", "1", "--vector", "2", "--json"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)["figures"]
+    assert figures["CartPole-v1"]["ratio_to_cartpole"] == 1.0
+    assert figures["RescueSim-v0"]["steps_per_s"] > 0 and "RescueSimFlat-v0 x2 (make_vec sync)" in figures

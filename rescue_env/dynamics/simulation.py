@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rescue_env.data.domain import decision_rows, participants
 from rescue_env.data.schema import Sample
+from rescue_env.dynamics.kernel import EpisodeKernel
 from rescue_env.dynamics.outcome import OutcomeModel, PointState, SupportAction, point_state, recorded_action
 from rescue_env.dynamics.state import Snapshot, StateConfig, annotations
 
@@ -180,6 +181,21 @@ def start_state(
     )
 
 
+@dataclass(frozen=True)
+class EpisodeDynamics:
+    """What ``advance`` needs that is fixed for an episode: F specialised to it and the refresh probabilities
+    (they follow the opening's speaking shares, which do not change)."""
+
+    kernel: EpisodeKernel
+    p_emotion: np.ndarray  # (n,)
+    p_pair: np.ndarray  # (n, n)
+
+
+def episode_dynamics(model: OutcomeModel, rates: SessionRates, state: SimState) -> EpisodeDynamics:
+    p_emotion, p_pair = rates.refresh_probabilities(state.shares)
+    return EpisodeDynamics(EpisodeKernel.build(model, state.n, state.family, state.pattern), p_emotion, p_pair)
+
+
 def advance(
     state: SimState,
     action: SupportAction,
@@ -188,20 +204,22 @@ def advance(
     rng: np.random.Generator,
     effect_scale: float = 1.0,
     draw: bool = True,
+    dynamics: EpisodeDynamics | None = None,
 ) -> SimState:
     """The state one step later under ``action`` (module docstring, steps 1-4); ``draw=False`` uses F's mean
-    (the speaker and the refreshes are still drawn)."""
-    point = state.point(model.state)
+    (the speaker and the refreshes are still drawn). ``dynamics``: the episode's ``episode_dynamics`` (built
+    here when not given; an env builds it once per episode)."""
+    dynamics = dynamics or episode_dynamics(model, rates, state)
+    kernel = dynamics.kernel
     if draw:
-        d_next, g_next = model.sample(point, action, rng, effect_scale)
+        d_next, g_next = kernel.sample(state, action, rng, effect_scale)
     else:
-        d_next, g_next = model.mean(point, action, effect_scale)
+        d_next, g_next = kernel.mean(state, action, effect_scale)
     n = state.n
     speaker = next_speaker(state, action, rates, rng)
     row = state.row + 1 + int(action.intervene)
-    p_emotion, p_pair = rates.refresh_probabilities(state.shares)
-    fresh = rng.random(n) < p_emotion
-    fresh_pairs = (state.viewpoint_row >= 0) & (rng.random((n, n)) < p_pair)
+    fresh = rng.random(n) < dynamics.p_emotion
+    fresh_pairs = (state.viewpoint_row >= 0) & (rng.random((n, n)) < dynamics.p_pair)
     return replace(
         state,
         distress_raw=np.where(fresh, d_next, state.distress_raw),
@@ -215,12 +233,13 @@ def advance(
 
 def next_speaker(state: SimState, action: SupportAction, rates: SessionRates, rng: np.random.Generator) -> int:
     """Step 2: a recipient with probability ``reply_recipient`` after a supported intervention, else anyone,
-    by speaking weight."""
+    by speaking weight (one uniform draw, through the weights' cumulative shares)."""
     recipients = sorted(i for i in action.recipients if 0 <= i < state.n)
     replies = action.intervene and bool(recipients) and rng.random() < rates.reply_recipient
-    candidates = np.asarray(recipients) if replies else np.arange(state.n)
-    weights = state.weights[candidates]
-    return int(candidates[rng.choice(candidates.size, p=weights / weights.sum())])
+    weights = state.weights[recipients] if replies else state.weights
+    cdf = np.cumsum(weights)
+    index = int(np.searchsorted(cdf / cdf[-1], rng.random(), side="right"))
+    return recipients[index] if replies else index
 
 
 # ----- perception and words ----------------------------------------------------------------------------------
@@ -270,11 +289,13 @@ def describe_state(names: Sequence[str], distress: np.ndarray, g: np.ndarray) ->
 
 __all__ = [
     "DISTRESS_WORDS",
+    "EpisodeDynamics",
     "STANCE_WORDS",
     "SessionRates",
     "SimState",
     "advance",
     "describe_state",
+    "episode_dynamics",
     "fit_session_rates",
     "next_speaker",
     "opening_weights",

@@ -18,10 +18,12 @@ from rescue_env.data.splits import SPLITS, SplitConfig, split_samples
 from rescue_env.dynamics.fitting import outcome_model_for
 from rescue_env.dynamics.outcome import OutcomeModel, SupportAction, candidate_supports, recorded_action, support_action
 from rescue_env.dynamics.simulation import (
+    EpisodeDynamics,
     SessionRates,
     SimState,
     advance,
     describe_state,
+    episode_dynamics,
     fit_session_rates,
     perceive,
     start_state,
@@ -53,6 +55,10 @@ class SimEpisode:
     present: np.ndarray
     valid_strategies: frozenset[int]
     everyone: frozenset[int]
+    dynamics: EpisodeDynamics
+    """F specialised to the episode and its refresh probabilities (``simulation.episode_dynamics``)."""
+    names: tuple[str, ...]
+    """The participants' names normalised to the observation's charset, for the ``text`` observation."""
 
 
 class RescueSimEnv(gym.Env):
@@ -272,7 +278,9 @@ class RescueSimEnv(gym.Env):
         body = normalise_text(render_rows(sample, range(0, first + 1), self.mode))
         budget = max(0, self.max_chars - len(header))
         context = header + body[-budget:] if budget else header[: self.max_chars]
-        snapshot = snapshots(sample, people, self.dynamics.state)[first]
+        # The state at the end of the opening depends on the opening's rows only: score just those.
+        opening = sample.model_copy(update={"rows": sample.rows[: first + 1]})
+        snapshot = snapshots(opening, people, self.dynamics.state)[first]
         speaker = sample.rows[first].primary_speaker.strip()
         start = start_state(
             sample,
@@ -300,6 +308,8 @@ class RescueSimEnv(gym.Env):
             present=present,
             valid_strategies=valid,
             everyone=frozenset(range(len(people))),
+            dynamics=episode_dynamics(self.dynamics, self.rates, start),
+            names=tuple(normalise_text(name) for name in people),
         )
         self._episodes[sample.sample_id] = episode
         return episode
@@ -348,7 +358,8 @@ class RescueSimEnv(gym.Env):
         distress[:n] = seen_d
         stance = np.zeros((slots, slots), dtype=np.float32)
         stance[:n, :n] = seen_g
-        text = normalise_text(describe_state(episode.participants, seen_d, seen_g))[:TEXT_CHARS]
+        # Normalised names and ASCII words: the text is in the charset without normalising it at every step.
+        text = describe_state(episode.names, seen_d, seen_g)[:TEXT_CHARS]
         self._last_text = text
         return {
             "context": episode.context,
@@ -389,6 +400,7 @@ class RescueSimEnv(gym.Env):
             self.np_random,
             self.effect_scale,
             draw=self.outcome == "sample",
+            dynamics=episode.dynamics,
         )
         if intervene and not support.intervene:
             moved = _with_row(moved, moved.row + 1)
@@ -416,7 +428,10 @@ class RescueSimEnv(gym.Env):
                 "target": [people[i] for i in sorted(recipients)],
                 "strategy": ALL_STRATEGY_KEYS[strategy] if strategy >= 0 else None,
             },
-            "state": {"distress": dict(zip(people, np.round(d, 6).tolist())), "tension": round(tension(g), 6)},
+            "state": {
+                "distress": {p: round(v, 6) for p, v in zip(people, d.tolist())},
+                "tension": round(tension(g), 6),
+            },
             "invalid": invalid,
         }
         if terminated:
@@ -468,10 +483,10 @@ class RescueSimEnv(gym.Env):
         """The step reward at F's mean next state, every participant's and viewpoint's value refreshed in
         expectation (``rates``; a plug-in approximation: the objective's max is taken of the expectation)."""
         self._require()
-        state, rates, config = self._state, self.rates, self.dynamics.state
+        state, dynamics = self._state, self._episode.dynamics
         support = support_action(intervene, recipients, strategy)
-        d_next, g_next = self.dynamics.mean(state.point(config), support, self.effect_scale)
-        p, p_pair = rates.refresh_probabilities(state.shares)
+        d_next, g_next = dynamics.kernel.mean(state, support, self.effect_scale)
+        p, p_pair = dynamics.p_emotion, dynamics.p_pair
         d_old, g_old = state.values()
         existing = state.viewpoint_row >= 0
         d = p * d_next + (1 - p) * d_old
