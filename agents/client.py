@@ -182,6 +182,15 @@ class Completion(BaseModel):
     def ok(self) -> bool:
         return self.error is None and self.text is not None
 
+    def usage(self) -> dict[str, Any]:
+        """Tokens, cost and whether it came from the cache: what a decision or a persona turn records."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "cached": self.cached,
+        }
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # secrets

@@ -36,9 +36,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from benchmarks.parsing import extract_json
+from benchmarks.parsing import validate_answer
 from benchmarks.prompting import SCENARIO_SETTING
 from benchmarks.runs import prompt_hash
 from rescue_env.data.domain import GROUP_LABELS
@@ -190,16 +190,9 @@ def parse_say(text: str | None) -> PersonaReply:
     def failed(kind: FailureKind, detail: str | None = None) -> PersonaReply:
         return PersonaReply(None, raw=text, failure=kind, detail=detail)
 
-    if text is None:
-        return failed("api_error")
-    payload = extract_json(text)
-    if not isinstance(payload, dict):
-        return failed("malformed_json")
-    try:
-        answer = PersonaAnswer.model_validate(payload)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return failed("invalid_schema", f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"[:200])
+    answer, kind, detail = validate_answer(text, PersonaAnswer)
+    if answer is None:
+        return failed(kind, detail)
     words = answer.say.strip()
     if not words:
         return failed("empty_say")
@@ -253,14 +246,8 @@ class PersonaParticipant:
         messages = self.messages(turn)
         completion = await self.client.complete(messages)
         reply = parse_say(completion.text if completion.ok else None)
-        usage = {
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-            "cost_usd": completion.cost_usd,
-            "cached": completion.cached,
-        }
         detail = completion.error if reply.failure == "api_error" else reply.detail
-        reply = replace(reply, prompt_hash=prompt_hash(messages), usage=usage, detail=detail)
+        reply = replace(reply, prompt_hash=prompt_hash(messages), usage=completion.usage(), detail=detail)
         self._record(turn, reply)
         return reply
 

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool
 
-from benchmarks.parsing import extract_json
+from benchmarks.parsing import validate_answer
 from benchmarks.prompting import SCENARIO_SETTING, label_block
 from benchmarks.runs import prompt_hash
 from policies.base import make_action
@@ -260,16 +260,9 @@ def parse_decision(text: str | None, observation: Mapping[str, Any]) -> Decision
     def failed(kind: FailureKind, detail: str | None = None) -> Decision:
         return Decision(fallback_action(observation), False, (), None, raw=text, failure=kind, detail=detail)
 
-    if text is None:
-        return failed("api_error")
-    payload = extract_json(text)
-    if not isinstance(payload, dict):
-        return failed("malformed_json")
-    try:
-        answer = TherapistAnswer.model_validate(payload)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return failed("invalid_schema", f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"[:200])
+    answer, kind, detail = validate_answer(text, TherapistAnswer)
+    if answer is None:
+        return failed(kind, detail)
     if not answer.intervene:
         return Decision(
             fallback_action(observation), False, (), None, rationale=answer.rationale, raw=text, normalised=False
@@ -354,14 +347,8 @@ class LLMPolicy:
         messages = self.messages(observation)
         completion = await self.client.complete(messages)
         decision = parse_decision(completion.text, observation)
-        usage = {
-            "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens,
-            "cost_usd": completion.cost_usd,
-            "cached": completion.cached,
-        }
         detail = completion.error if decision.failure == "api_error" else decision.detail
-        decision = replace(decision, prompt_hash=prompt_hash(messages), usage=usage, detail=detail)
+        decision = replace(decision, prompt_hash=prompt_hash(messages), usage=completion.usage(), detail=detail)
         self._history.append(
             describe_decision(
                 read_observation(observation).last_row, decision.intervene, decision.targets, decision.strategy

@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from benchmarks.base import Instance, Prediction
 from rescue_env.taxonomy import LabelSet, match_label
+
+M = TypeVar("M", bound=BaseModel)
 
 ItemParser = Callable[[Mapping[str, Any], Instance], tuple[Any, "str | None", bool]]
 """One answer object (and its instance) -> (value, failure reason or None, normalised)."""
@@ -42,6 +46,21 @@ def extract_json(text: str | None) -> Any | None:
         if isinstance(value, (dict, list)):
             return value
     return None
+
+
+def validate_answer(text: str | None, schema: type[M]) -> tuple[M | None, str | None, str | None]:
+    """A one-object answer as ``schema``: (answer, None, None), or (None, failure kind, detail) with kind
+    ``api_error`` (no text), ``malformed_json`` (no JSON object) or ``invalid_schema`` (the first error)."""
+    if text is None:
+        return None, "api_error", None
+    payload = extract_json(text)
+    if not isinstance(payload, dict):
+        return None, "malformed_json", None
+    try:
+        return schema.model_validate(payload), None, None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return None, "invalid_schema", f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"[:200]
 
 
 def answer_items(text: str | None, item_ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], str | None]:

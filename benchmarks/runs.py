@@ -82,8 +82,9 @@ def prompt_hash(messages: Sequence[Mapping[str, str]]) -> str:
 
 def versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
-    for package in ("rescue-env", "pydantic", "numpy", "gymnasium", "litellm", "openai", "bert-score", "torch",
-                    "transformers", "stable-baselines3"):  # fmt: skip
+    for package in ("rescue-env", "pydantic", "numpy", "gymnasium", "pettingzoo", "litellm", "openai", "bert-score",
+                    "torch", "transformers", "stable-baselines3", "sb3-contrib", "scikit-learn", "matplotlib",
+                    "pandas"):  # fmt: skip
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

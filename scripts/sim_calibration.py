@@ -97,7 +97,8 @@ def plot(path: Path, summaries: dict[str, list[dict[str, float]]], bins: int, ti
         low, high = np.array([s["low"] for s in summary]), np.array([s["high"] for s in summary])
         label = "observed (held-out conversations)" if name == "observed" else f"simulated: {name}"
         ax.plot(centres, mean, style, color=colour, label=label)
-        ax.fill_between(centres, low, high, color=colour, alpha=0.15)
+        if name != "never intervene":  # context only: its band would hide the two that are compared
+            ax.fill_between(centres, low, high, color=colour, alpha=0.15)
     ax.set_xlabel("relative position in the conversation (from the end of the opening)")
     ax.set_ylabel("mean distress over participants")
     ax.set_title(title, fontsize=10)

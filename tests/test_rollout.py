@@ -55,6 +55,9 @@ def test_metrics_from_sums_by_hand() -> None:
     sums = np.zeros(len(STAT_COLUMNS))
     values = dict(
         steps=10,
+        gold_steps=10,
+        intervention_steps=4,
+        final_max_distress=0.8,
         tp=3,
         fp=1,
         tn=4,
@@ -74,6 +77,7 @@ def test_metrics_from_sums_by_hand() -> None:
     assert m["timing_f1"] == pytest.approx(2 * 0.75 * 0.6 / 1.35) and m["timing_accuracy"] == pytest.approx(0.7)
     assert m["target_exact"] == 0.5 and m["target_jaccard"] == 0.75 and m["strategy_accuracy"] == 0.5
     assert m["failure_rate"] == pytest.approx(0.1) and m["mean_return"] == 3.0
+    assert m["intervention_rate"] == pytest.approx(0.4) and m["mean_final_max_distress"] == pytest.approx(0.4)
     empty = metrics_from_sums(np.zeros(len(STAT_COLUMNS)), 0.0)
     assert empty["timing_precision"] == 0.0 and np.isnan(empty["target_exact"]) and np.isnan(empty["mean_return"])
 

@@ -446,3 +446,28 @@ def test_bench_sim_script_prints_the_ratio():
     figures = json.loads(result.stdout)["figures"]
     assert figures["CartPole-v1"]["ratio_to_cartpole"] == 1.0
     assert figures["RescueSim-v0"]["steps_per_s"] > 0 and "RescueSimFlat-v0 x2 (make_vec sync)" in figures
+
+
+def test_calibration_script_bins_by_hand_and_writes_its_files(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    try:
+        import sim_calibration
+    finally:
+        sys.path.pop(0)
+    np.testing.assert_allclose(sim_calibration.bin_means([1, 2, 3, 4], 2), [1.5, 3.5])
+    np.testing.assert_allclose(sim_calibration.bin_means([1, 2, 3], 4), [1, 2, 3, np.nan])
+    out = tmp_path / "calibration"
+    args = ["--data", "demo", "--seeds", "2", "--bins", "4", "--bootstrap", "50", "--output", str(out)]
+    assert sim_calibration.main(args) == 0
+    record = json.loads((out / "calibration.json").read_text())
+    assert record["data"]["sha256"] and record["versions"]["python"] and record["starts"] >= 1
+    assert set(record["verdict"]) >= {"mean_abs_gap", "largest_gap", "bins_inside_observed_ci", "within_tolerance"}
+    frame = pd.read_csv(out / "calibration.csv")
+    assert set(frame["course"]) == {"observed", "recorded actions", "never intervene"} and len(frame) == 12
+    assert (out / "calibration.png").stat().st_size > 0

@@ -8,6 +8,7 @@ version with the usual wrappers.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -302,21 +303,27 @@ def parallel_env(**kwargs: Any) -> RescueMultiPartyEnv:
     return RescueMultiPartyEnv(**kwargs)
 
 
-def raw_env(**kwargs: Any) -> AECEnv:
-    """The AEC version: ``parallel_to_aec`` of ``parallel_env`` (agents act in ``agents`` order each step)."""
-    return parallel_to_aec(parallel_env(**kwargs))
+def aec_factories(parallel: Callable[..., ParallelEnv]) -> tuple[Callable[..., AECEnv], Callable[..., AECEnv]]:
+    """``raw_env`` (``parallel_to_aec`` of ``parallel``: agents act in ``agents`` order each step) and ``env`` (the
+    same with the usual wrappers: out-of-bounds actions assert, calls out of order raise), for a multi-party view."""
+
+    def raw_env(**kwargs: Any) -> AECEnv:
+        return parallel_to_aec(parallel(**kwargs))
+
+    def env(**kwargs: Any) -> AECEnv:
+        return wrappers.OrderEnforcingWrapper(wrappers.AssertOutOfBoundsWrapper(raw_env(**kwargs)))
+
+    return raw_env, env
 
 
-def env(**kwargs: Any) -> AECEnv:
-    """The AEC version with the usual wrappers: out-of-bounds actions assert, calls out of order raise."""
-    wrapped = wrappers.AssertOutOfBoundsWrapper(raw_env(**kwargs))
-    return wrappers.OrderEnforcingWrapper(wrapped)
+raw_env, env = aec_factories(parallel_env)
 
 
 __all__ = [
     "SILENT",
     "SPEAK",
     "THERAPIST",
+    "aec_factories",
     "ParticipantPolicy",
     "ReplayParticipant",
     "RescueMultiPartyEnv",

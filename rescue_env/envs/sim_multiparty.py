@@ -16,13 +16,11 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import AECEnv, ParallelEnv
-from pettingzoo.utils import wrappers
-from pettingzoo.utils.conversions import parallel_to_aec
+from pettingzoo import ParallelEnv
 
 from rescue_env.data.domain import GROUP_LABELS
 from rescue_env.data.schema import Row, Sample, Scenario
-from rescue_env.envs.multiparty import SILENT, SPEAK, THERAPIST, participant_agent
+from rescue_env.envs.multiparty import SILENT, SPEAK, THERAPIST, aec_factories, participant_agent
 from rescue_env.envs.sim import RescueSimEnv
 from rescue_env.rendering import render_row, split_context
 from rescue_env.text import normalise_text
@@ -477,15 +475,7 @@ def parallel_env(**kwargs: Any) -> RescueSimMultiPartyEnv:
     return RescueSimMultiPartyEnv(**kwargs)
 
 
-def raw_env(**kwargs: Any) -> AECEnv:
-    """The AEC version: ``parallel_to_aec`` of ``parallel_env`` (agents act in ``agents`` order each step)."""
-    return parallel_to_aec(parallel_env(**kwargs))
-
-
-def env(**kwargs: Any) -> AECEnv:
-    """The AEC version with the usual wrappers: out-of-bounds actions assert, calls out of order raise."""
-    wrapped = wrappers.AssertOutOfBoundsWrapper(raw_env(**kwargs))
-    return wrappers.OrderEnforcingWrapper(wrapped)
+raw_env, env = aec_factories(parallel_env)
 
 
 __all__ = [

@@ -387,16 +387,8 @@ def make_flat_env(
     classes = {0: RescueEnv, 1: RescueEnvV1}
     if version not in classes:
         raise ValueError(f"version must be 0 or 1, got {version!r}")
-    env = classes[version](**env_kwargs)
-    env = FlatObservation(
-        env,
-        hash_dim=hash_dim,
-        last_row_weight=last_row_weight,
-        turn_window=turn_window,
-        embeddings=embeddings,
-        cache_size=cache_size,
-    )
-    return FlatAction(env)
+    features = dict(hash_dim=hash_dim, last_row_weight=last_row_weight, turn_window=turn_window, cache_size=cache_size)
+    return FlatAction(FlatObservation(classes[version](**env_kwargs), embeddings=embeddings, **features))
 
 
 def make_sim_flat_env(
@@ -411,15 +403,8 @@ def make_sim_flat_env(
     ``action_masks()`` works with sb3-contrib's ``MaskablePPO``."""
     from rescue_env.envs.sim import RescueSimEnv
 
-    env = SimFlatObservation(
-        RescueSimEnv(**env_kwargs),
-        hash_dim=hash_dim,
-        last_row_weight=last_row_weight,
-        turn_window=turn_window,
-        embeddings=embeddings,
-        cache_size=cache_size,
-    )
-    return FlatAction(env)
+    features = dict(hash_dim=hash_dim, last_row_weight=last_row_weight, turn_window=turn_window, cache_size=cache_size)
+    return FlatAction(SimFlatObservation(RescueSimEnv(**env_kwargs), embeddings=embeddings, **features))
 
 
 __all__ = [
