@@ -1,5 +1,7 @@
-"""Policy rollouts through ``Rescue-v0``: ``evaluate_policy`` (in process, returns a report) and the resumable
-run behind ``rescue-bench rollout`` (``Rollout``), for built-in and trained policies and for LLM therapists.
+"""Policy rollouts through ``Rescue-v0``, ``Rescue-v1`` and the closed loop ``RescueSim-v0``: ``evaluate_policy`` (in
+process, returns a report) and the resumable run behind ``rescue-bench rollout`` (``Rollout``), for built-in and
+trained policies and for LLM therapists; in ``RescueSim-v0`` the participants may be LLM personas
+(``participants="llm"``, ``rescue_env.envs.sim_multiparty``), whose transcripts go to ``transcripts/``.
 
 A run directory mirrors ``rescue-bench evaluate``'s:
 

@@ -348,13 +348,21 @@ def _title(report: PolicyReport) -> str:
 
 
 def format_report(report: PolicyReport) -> str:
-    """The report as a plain-text table: one row per metric, one column per scope (couple, family, all)."""
+    """The report as a plain-text table: one row per metric, one column per scope (couple, family, all); metrics
+    with nothing to measure in any scope are listed after the table instead."""
     scopes = [report.scopes[s] for s in SCOPES]
     rows = _counts_rows(report)
+    unmeasured = []
     for key, title, kind in METRICS:
+        values = [metric_value(s, key) for s in scopes]
+        if all(v is None for v in values):  # e.g. the imitation metrics of a closed loop, which has no gold
+            unmeasured.append(title)
+            continue
         shown = f"{title} ({report.reward})" if key == "mean_return" else title
-        rows.append([shown, *(_fmt(metric_value(s, key), kind) for s in scopes)])
+        rows.append([shown, *(_fmt(v, kind) for v in values)])
     text = _title(report) + "\n" + table(["metric", *SCOPES], rows)
+    if unmeasured:
+        text += "\nnothing to measure in this run: " + ", ".join(unmeasured)
     failures = report.scopes["all"].failures
     if failures:
         text += "\nfailed decisions by kind (each became 'keep listening'): " + ", ".join(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine and run the main job on the embedded demo data: the heuristic agent on all six tasks,
-# then an LLM-policy rollout of the environment with the offline mock model (no network, no key).
+# then an LLM-policy rollout of the replay and of the closed loop (with LLM personas as the participants), all
+# with the offline mock model (no network, no key).
 # Extra arguments go to `rescue-bench evaluate` (e.g. --agent oracle, or --model ... --judge-model ...).
 set -euo pipefail
 # shellcheck source=scripts/setup.sh
@@ -8,3 +9,4 @@ set -euo pipefail
 rescue-bench data validate demo
 rescue-bench evaluate --data demo --tasks all --agent heuristic --output runs/demo-heuristic "$@"
 rescue-bench rollout --data demo --model mock --output runs/demo-rollout-mock
+rescue-bench rollout --data demo --env RescueSim-v0 --model mock --participants llm --output runs/demo-sim-mock

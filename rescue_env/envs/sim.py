@@ -4,6 +4,7 @@ chosen (the outcome model F of ``Rescue-v1``). See ``RescueSimEnv`` for the spec
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,7 @@ class RescueSimEnv(gym.Env):
             ("gamma", gamma, 0.0, 1.0),
             ("calm_threshold", calm_threshold, 0.0, 1.0),
         ):
-            if not (isinstance(value, int | float) and np.isfinite(value) and low <= value <= high):
+            if isinstance(value, bool) or not (isinstance(value, Real) and np.isfinite(value) and low <= value <= high):
                 raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
         if opening < 1 or (max_steps is not None and max_steps < 1) or max_participants < 1:
             raise ValueError("opening, max_steps and max_participants must be >= 1")
