@@ -75,6 +75,50 @@ class Episode:
     everyone: frozenset[int]
 
 
+def support_action_space(slots: int) -> spaces.Dict:
+    """The Rescue envs' ``Dict`` action: intervene, a target bit per participant slot plus the group bit, strategy."""
+    return spaces.Dict(
+        {
+            "intervene": spaces.Discrete(2),
+            "target": spaces.MultiBinary(slots + 1),
+            "strategy": spaces.Discrete(len(ALL_STRATEGY_KEYS)),
+        }
+    )
+
+
+def check_slots(samples: Sequence[Sample], max_participants: int) -> None:
+    """A ``ValueError`` naming a conversation with more participants than the env has slots."""
+    too_many = [s.sample_id for s in samples if len(participants(s)) > max_participants]
+    if too_many:
+        raise ValueError(
+            f"{len(too_many)} conversation(s) have more than max_participants={max_participants} "
+            f"participants (e.g. {too_many[0]}); raise max_participants"
+        )
+
+
+@dataclass(frozen=True)
+class SlotMasks:
+    """Who is present and what may be chosen in a conversation (the observation's masks)."""
+
+    present: np.ndarray
+    target_mask: np.ndarray
+    strategy_mask: np.ndarray
+    valid_strategies: frozenset[int]
+
+    @classmethod
+    def of(cls, n_people: int, scenario: Scenario, slots: int) -> SlotMasks:
+        taxonomy = strategies(scenario)
+        valid = frozenset(i for i, key in enumerate(ALL_STRATEGY_KEYS) if key in taxonomy)
+        present = np.zeros(slots, dtype=np.int8)
+        present[:n_people] = 1
+        return cls(
+            present,
+            np.append(present, 1).astype(np.int8),
+            np.array([i in valid for i in range(len(ALL_STRATEGY_KEYS))], dtype=np.int8),
+            valid,
+        )
+
+
 class RescueEnv(gym.Env):
     """
     ## Description
@@ -172,21 +216,10 @@ class RescueEnv(gym.Env):
         self._playable = {s.sample_id for s in self.samples}
         if not self.samples:
             raise ValueError(f"{self.dataset.source}: no conversation has a decision point")
-        too_many = [s.sample_id for s in self.samples if len(participants(s)) > max_participants]
-        if too_many:
-            raise ValueError(
-                f"{len(too_many)} conversation(s) have more than max_participants={max_participants} "
-                f"participants (e.g. {too_many[0]}); raise max_participants"
-            )
+        check_slots(self.samples, max_participants)
 
         n_slots, n_strategies = max_participants, len(ALL_STRATEGY_KEYS)
-        self.action_space = spaces.Dict(
-            {
-                "intervene": spaces.Discrete(2),
-                "target": spaces.MultiBinary(n_slots + 1),
-                "strategy": spaces.Discrete(n_strategies),
-            }
-        )
+        self.action_space = support_action_space(n_slots)
         self.observation_space = spaces.Dict(
             {
                 "context": spaces.Text(max_length=max_chars, min_length=0, charset="".join(sorted(CHARSET))),
@@ -277,19 +310,17 @@ class RescueEnv(gym.Env):
                     },
                 )
             )
-        present = np.zeros(self.max_participants, dtype=np.int8)
-        present[: len(people)] = 1
-        valid = frozenset(i for i, key in enumerate(ALL_STRATEGY_KEYS) if key in taxonomy)
+        masks = SlotMasks.of(len(people), scenario, self.max_participants)
         episode = Episode(
             sample.sample_id,
             scenario,
             people,
             len(sample.rows),
             tuple(points),
-            present=present,
-            target_mask=np.append(present, 1).astype(np.int8),
-            strategy_mask=np.array([i in valid for i in range(len(ALL_STRATEGY_KEYS))], dtype=np.int8),
-            valid_strategies=valid,
+            present=masks.present,
+            target_mask=masks.target_mask,
+            strategy_mask=masks.strategy_mask,
+            valid_strategies=masks.valid_strategies,
             scenario_index=SCENARIOS.index(scenario),
             everyone=frozenset(range(len(people))),
         )
@@ -528,4 +559,14 @@ def _describe(choice: dict[str, Any]) -> str:
     return f"intervene -> {target} with {choice['strategy'] or '?'}"
 
 
-__all__ = ["CHARSET", "DecisionPoint", "Episode", "RescueEnv", "decode_action", "normalise_text"]
+__all__ = [
+    "CHARSET",
+    "DecisionPoint",
+    "Episode",
+    "RescueEnv",
+    "SlotMasks",
+    "check_slots",
+    "decode_action",
+    "normalise_text",
+    "support_action_space",
+]

@@ -30,11 +30,11 @@ from rescue_env.dynamics.simulation import (
     start_state,
 )
 from rescue_env.dynamics.state import objective, snapshots, tension
-from rescue_env.envs.replay import decode_action
+from rescue_env.envs.replay import SlotMasks, check_slots, decode_action, support_action_space
 from rescue_env.envs.replay_v1 import OUTCOMES
 from rescue_env.rendering import MODES, Mode, render_header, render_rows
 from rescue_env.reward import discounted_return
-from rescue_env.taxonomy import ALL_STRATEGY_KEYS, strategies
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 from rescue_env.text import CHARSET, normalise_text
 
 
@@ -220,22 +220,11 @@ class RescueSimEnv(gym.Env):
                 f"opening of {opening} rows"
             )
         self._playable = {s.sample_id for s in self.samples}
-        too_many = [s.sample_id for s in self.samples if len(participants(s)) > max_participants]
-        if too_many:
-            raise ValueError(
-                f"{len(too_many)} conversation(s) have more than max_participants={max_participants} "
-                f"participants (e.g. {too_many[0]}); raise max_participants"
-            )
+        check_slots(self.samples, max_participants)
 
         slots, n_strategies = max_participants, len(ALL_STRATEGY_KEYS)
         charset = "".join(sorted(CHARSET))
-        self.action_space = spaces.Dict(
-            {
-                "intervene": spaces.Discrete(2),
-                "target": spaces.MultiBinary(slots + 1),
-                "strategy": spaces.Discrete(n_strategies),
-            }
-        )
+        self.action_space = support_action_space(slots)
         self.observation_space = spaces.Dict(
             {
                 "context": spaces.Text(max_length=max_chars, min_length=0, charset=charset),
@@ -292,10 +281,7 @@ class RescueSimEnv(gym.Env):
             scenario == "family",
             latest_relation_pattern(sample, first),
         )
-        taxonomy = strategies(scenario)
-        valid = frozenset(i for i, key in enumerate(ALL_STRATEGY_KEYS) if key in taxonomy)
-        present = np.zeros(self.max_participants, dtype=np.int8)
-        present[: len(people)] = 1
+        masks = SlotMasks.of(len(people), scenario, self.max_participants)
         episode = SimEpisode(
             sample_id=sample.sample_id,
             scenario=scenario,
@@ -304,10 +290,10 @@ class RescueSimEnv(gym.Env):
             start=start,
             rows=rows,
             recorded=tuple(recorded_action(sample, r + 1, people) for r in rows),
-            target_mask=np.append(present, 1).astype(np.int8),
-            strategy_mask=np.array([i in valid for i in range(len(ALL_STRATEGY_KEYS))], dtype=np.int8),
-            present=present,
-            valid_strategies=valid,
+            target_mask=masks.target_mask,
+            strategy_mask=masks.strategy_mask,
+            present=masks.present,
+            valid_strategies=masks.valid_strategies,
             everyone=frozenset(range(len(people))),
             dynamics=episode_dynamics(self.dynamics, self.rates, start),
             names=tuple(normalise_text(name) for name in people),
