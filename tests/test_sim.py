@@ -261,6 +261,8 @@ def test_rewards_episode_end_and_calm_bonus():
     assert terminated and not truncated and info["episode"]["calm"]
     assert info["calm_bonus"] == pytest.approx(base * (0.99 + 0.99**2 + 0.99**3))
     assert reward == pytest.approx(base + info["calm_bonus"])
+    with pytest.raises(RuntimeError, match="ended"):
+        calm.step(make_action(observation, False))  # terminated early: no step after the end
 
 
 def test_max_steps_and_bad_arguments(demo, model):

@@ -244,6 +244,7 @@ class RescueSimEnv(gym.Env):
         self._state: SimState | None = None
         self._step = 0
         self._interventions = 0
+        self._done = False
         self._rewards: list[float] = []
         self._last_text = ""
 
@@ -326,6 +327,7 @@ class RescueSimEnv(gym.Env):
         self._episode = self.episode(sample)
         self._state = self._episode.start
         self._step = self._interventions = 0
+        self._done = False
         self._rewards = []
         self._last_text = ""
         info = {
@@ -374,7 +376,7 @@ class RescueSimEnv(gym.Env):
 
     def step(self, action: dict[str, Any]):
         episode = self._require()
-        if self._step >= self.limit or self._state is None:
+        if self._done or self._state is None:
             raise RuntimeError("the episode has ended; call reset()")
         intervene, recipients, strategy, invalid = self._decode(action)
         support = support_action(intervene, recipients, strategy)
@@ -404,6 +406,7 @@ class RescueSimEnv(gym.Env):
             bonus = (reward + self.kappa * intervene) * sum(self.gamma**k for k in range(1, remaining + 1))
         reward += bonus
         self._rewards.append(reward)
+        self._done = terminated or truncated
         people = episode.participants
         info: dict[str, Any] = {
             "sample_id": episode.sample_id,
@@ -453,7 +456,7 @@ class RescueSimEnv(gym.Env):
         """What the real therapist did at the source conversation's matching decision point, as an action (its
         strategy when known, else the scenario's first; recipients when known, else everyone)."""
         episode = self._require()
-        if self._step >= self.limit:
+        if self._done:
             raise RuntimeError("the episode has ended; call reset()")
         action = episode.recorded[self._step]
         target = np.zeros(self.max_participants + 1, dtype=np.int8)
