@@ -155,9 +155,9 @@ def test_reset_options_and_errors() -> None:
     with pytest.raises(RuntimeError, match="reset"):
         RescueEnv().step(action(0, [], "track"))
     env.reset(seed=0)
-    with pytest.raises(ValueError, match="outside the action space"):
+    with pytest.raises(ValueError, match="outside"):
         env.step({"intervene": 1, "target": np.zeros(3), "strategy": 0})
-    with pytest.raises(ValueError, match="outside the action space"):
+    with pytest.raises(ValueError, match="outside"):
         env.step({"intervene": 1, "target": np.zeros(7), "strategy": 11})
     with pytest.raises(ValueError, match="must be a dict"):
         env.step({"intervene": 1})

@@ -8,7 +8,7 @@ version with the usual wrappers.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -20,7 +20,7 @@ from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from rescue_env.data.domain import target_members
-from rescue_env.envs.replay import RescueEnv
+from rescue_env.envs.replay import RESET_OPTIONS, RescueEnv, integer_value
 
 THERAPIST = "therapist"
 SPEAK, SILENT = 0, 1
@@ -30,6 +30,29 @@ SPEAK, SILENT = 0, 1
 def participant_agent(slot: int) -> str:
     """The agent name of a participant slot (slot i of ``RescueEnv``'s header and ``target`` bits)."""
     return f"participant_{slot}"
+
+
+def view_reset_options(options: Any) -> dict[str, Any] | None:
+    """The options a multi-party view passes to its env's ``reset``: the env's known ones. PettingZoo's
+    ``api_test`` resets with an option it makes up (``{"options": 1}``), so a view warns about unknown keys and
+    drops them instead of failing; anything but a dict or None is still a one-line ``ValueError``."""
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__}")
+    unknown = sorted(set(map(str, options)) - RESET_OPTIONS)
+    if unknown:
+        gym.logger.warn(f"ignoring unknown reset option(s) {', '.join(unknown)}")
+    return {k: v for k, v in options.items() if k in RESET_OPTIONS}
+
+
+def participant_choice(agent: str, action: Any) -> int:
+    """A participant's ``Discrete(2)`` action: ``SPEAK`` or ``SILENT``; anything else (0.5, 2, None) is a
+    one-line ``ValueError``."""
+    value = integer_value(action)
+    if value not in (SPEAK, SILENT):
+        raise ValueError(f"{agent}: action must be 0 (speak) or 1 (stay silent), got {action!r}")
+    return value
 
 
 @runtime_checkable
@@ -221,7 +244,7 @@ class RescueMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
     # ----- pettingzoo API ---------------------------------------------------------------------------------
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        observation, info = self.rescue.reset(seed=seed, options=options)
+        observation, info = self.rescue.reset(seed=seed, options=view_reset_options(options))
         self._names = tuple(info["participants"])
         self._episode_segments = self._segments_of(info["sample_id"])
         self._decision = 0
@@ -232,12 +255,6 @@ class RescueMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
         for slot, name in enumerate(self._names):
             infos[participant_agent(slot)] = {"name": name, "slot": slot}
         return self._observations(observation, 0), infos
-
-    def _participant_action(self, agent: str, action: Any) -> int:
-        value = int(np.asarray(action).item())
-        if value not in (SPEAK, SILENT):
-            raise ValueError(f"{agent}: action must be 0 (speak) or 1 (stay silent), got {action!r}")
-        return value
 
     def step(self, actions: dict[str, Any]):
         if not self.agents:
@@ -253,7 +270,7 @@ class RescueMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
         said: dict[str, dict[str, Any]] = {}
         for slot, name in enumerate(self._names):
             agent = participant_agent(slot)
-            silent = self._participant_action(agent, actions.get(agent, SPEAK)) == SILENT
+            silent = participant_choice(agent, actions.get(agent, SPEAK)) == SILENT
             recorded = segment.recorded[slot]
             utterance = None if silent else self.participant_policy.utterance(agent, slot, context, recorded)
             said[agent] = {"name": name, "slot": slot, "said": utterance, "recorded": recorded, "silent": silent}
@@ -324,6 +341,8 @@ __all__ = [
     "SPEAK",
     "THERAPIST",
     "aec_factories",
+    "participant_choice",
+    "view_reset_options",
     "ParticipantPolicy",
     "ReplayParticipant",
     "RescueMultiPartyEnv",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -358,7 +358,7 @@ class RescueEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:
             self._next_sequential = 0  # a seeded reset restarts the sequential order too
-        options = options or {}
+        options = check_reset_options(options)
         if "sample_id" in options:
             sample = self.dataset.get(options["sample_id"])
             if sample.sample_id not in self._playable:
@@ -526,22 +526,56 @@ class RescueEnv(gym.Env):
         )
 
 
+ACTION_KEYS = frozenset({"intervene", "target", "strategy"})
+RESET_OPTIONS = frozenset({"sample_id"})
+
+
+def integer_value(value: Any) -> int | None:
+    """``value`` as an int when it is an integer scalar (Python, numpy, or a one-element integer array), else
+    None: a float, even 1.0, is not a ``Discrete`` value, and casting would hide 0.7 or 3.7."""
+    if type(value) is int:  # the common case first: this runs at every step
+        return value
+    if isinstance(value, np.ndarray):
+        if value.size != 1 or value.ndim > 1 or value.dtype.kind not in "iub":
+            return None
+        value = value.reshape(()).item()
+    if isinstance(value, bool | np.bool_ | int | np.integer):
+        return int(value)
+    return None
+
+
 def decode_action(
     action: dict[str, Any], n: int, slots: int, valid_strategies: frozenset[int], everyone: frozenset[int]
 ) -> tuple[bool, frozenset[int], int, list[str]]:
     """A ``Dict`` action of the Rescue envs as (intervene, recipient slots, strategy index or -1, what was invalid):
     bits of absent slots are ignored, the group bit means ``everyone``, a strategy outside the scenario's taxonomy
-    becomes -1. Raises ``ValueError`` for an action outside the action space."""
-    try:
-        intervene = bool(int(action["intervene"]))
-        bits = action["target"]
-        bits = bits.ravel() if isinstance(bits, np.ndarray) else np.asarray(bits).ravel()
-        strategy = int(action["strategy"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"action must be a dict with intervene, target and strategy: {exc}") from None
-    if bits.size != slots + 1 or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
-        raise ValueError(f"action outside the action space: {action!r}")
-    flags = bits.tolist()
+    becomes -1 (in the space but masked: allowed, and counted). An action outside the space raises a one-line
+    ``ValueError`` naming the key and the value: a missing or extra key, ``intervene`` not 0 or 1, ``strategy``
+    not an integer in [0, 11), ``target`` not a flat array of ``slots + 1`` integer bits in {0, 1}."""
+    if (
+        not (type(action) is dict or isinstance(action, Mapping))
+        or len(action) != 3
+        or not ACTION_KEYS.issuperset(action)
+    ):
+        keys = sorted(map(str, action)) if isinstance(action, Mapping) else type(action).__name__
+        raise ValueError(f"action must be a dict with exactly intervene, target and strategy, got {keys}")
+    intervene = integer_value(action["intervene"])
+    if intervene not in (0, 1):
+        raise ValueError(f"action intervene={action['intervene']!r} is outside Discrete(2): give 0 or 1")
+    strategy = integer_value(action["strategy"])
+    if strategy is None or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
+        raise ValueError(
+            f"action strategy={action['strategy']!r} is outside Discrete({len(ALL_STRATEGY_KEYS)}): give an integer "
+            f"index of ALL_STRATEGY_KEYS"
+        )
+    bits = action["target"]
+    bits = bits if isinstance(bits, np.ndarray) else np.asarray(bits)
+    flags = bits.tolist() if bits.ndim == 1 and bits.size == slots + 1 and bits.dtype.kind in "iub" else None
+    # A few Python comparisons: cheaper than numpy calls on seven bits, on the hot path of every step.
+    if flags is None or any(f != 0 and f != 1 for f in flags):
+        raise ValueError(
+            f"action target={action['target']!r} is outside MultiBinary({slots + 1}): give {slots + 1} bits of 0 or 1"
+        )
     invalid = []
     if any(flags[n:slots]):
         invalid.append("target: absent participant slot")
@@ -549,7 +583,20 @@ def decode_action(
     if strategy not in valid_strategies:
         invalid.append("strategy: outside the scenario's taxonomy")
         strategy = -1
-    return intervene, recipients, strategy, invalid
+    return bool(intervene), recipients, strategy, invalid
+
+
+def check_reset_options(options: Any) -> dict[str, Any]:
+    """``reset``'s options: None or a dict whose keys are in ``RESET_OPTIONS`` (anything else is a one-line
+    ``ValueError``: an ignored option would silently play another conversation than the one asked for)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__}")
+    unknown = sorted(set(map(str, options)) - RESET_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {', '.join(unknown)}; known: {', '.join(sorted(RESET_OPTIONS))}")
+    return dict(options)
 
 
 def _describe(choice: dict[str, Any]) -> str:
@@ -565,8 +612,10 @@ __all__ = [
     "Episode",
     "RescueEnv",
     "SlotMasks",
+    "check_reset_options",
     "check_slots",
     "decode_action",
+    "integer_value",
     "normalise_text",
     "support_action_space",
 ]

@@ -30,7 +30,7 @@ from rescue_env.dynamics.simulation import (
     start_state,
 )
 from rescue_env.dynamics.state import objective, snapshots, tension
-from rescue_env.envs.replay import SlotMasks, check_slots, decode_action, support_action_space
+from rescue_env.envs.replay import SlotMasks, check_reset_options, check_slots, decode_action, support_action_space
 from rescue_env.envs.replay_v1 import OUTCOMES
 from rescue_env.rendering import MODES, Mode, render_header, render_rows
 from rescue_env.reward import discounted_return
@@ -317,7 +317,7 @@ class RescueSimEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
+        options = check_reset_options(options)
         if "sample_id" in options:
             sample = self.dataset.get(options["sample_id"])
             if sample.sample_id not in self._playable:

@@ -20,7 +20,15 @@ from pettingzoo import ParallelEnv
 
 from rescue_env.data.domain import GROUP_LABELS
 from rescue_env.data.schema import Row, Sample, Scenario
-from rescue_env.envs.multiparty import SILENT, SPEAK, THERAPIST, aec_factories, participant_agent
+from rescue_env.envs.multiparty import (
+    SILENT,
+    SPEAK,
+    THERAPIST,
+    aec_factories,
+    participant_agent,
+    participant_choice,
+    view_reset_options,
+)
 from rescue_env.envs.sim import RescueSimEnv
 from rescue_env.rendering import render_row, split_context
 from rescue_env.text import normalise_text
@@ -300,7 +308,7 @@ class RescueSimMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
     # ----- pettingzoo API ---------------------------------------------------------------------------------
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        observation, info = self.sim.reset(seed=seed, options=options)
+        observation, info = self.sim.reset(seed=seed, options=view_reset_options(options))
         sample = self.sim.dataset.get(info["sample_id"])
         episode = self.sim.episode(sample)
         first = episode.rows[0]
@@ -319,12 +327,6 @@ class RescueSimMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
             infos[participant_agent(slot)] = {"name": name, "slot": slot}
         return self._observations(observation), infos
 
-    def _participant_action(self, agent: str, action: Any) -> int:
-        value = int(np.asarray(action).item())
-        if value not in (SPEAK, SILENT):
-            raise ValueError(f"{agent}: action must be 0 (speak) or 1 (stay silent), got {action!r}")
-        return value
-
     def _therapist_row(self, position: int, chosen: dict[str, Any]) -> None:
         targets = list(chosen["target"])
         if len(self._names) > 1 and len(targets) == len(self._names):
@@ -342,7 +344,7 @@ class RescueSimMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
         if THERAPIST not in actions:
             raise ValueError("step() needs the therapist's action")
         choices = {
-            participant_agent(slot): self._participant_action(
+            participant_agent(slot): participant_choice(
                 participant_agent(slot), actions.get(participant_agent(slot), SPEAK)
             )
             for slot in range(len(self._names))

@@ -334,11 +334,20 @@ class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
         self.n_target = int(np.prod(source["target"].shape))
         self.n_strategies = int(source["strategy"].n)
         self.action_space = spaces.MultiDiscrete([2] + [2] * self.n_target + [self.n_strategies])
+        self.nvec = self.action_space.nvec.tolist()
 
     def action(self, action: Any) -> dict[str, Any]:
-        flat = np.asarray(action, dtype=np.int64).ravel()
-        if flat.shape != self.action_space.shape:
+        # Checked, never cast: int64 of 0.5 is 0 and of a 5 in a binary slot a "yes", both outside the space.
+        raw = np.asarray(action)
+        if raw.dtype.kind not in "iub":
+            raise ValueError(f"action must be integers of {self.action_space}, got {action!r}")
+        flat = raw.astype(np.int64).ravel()
+        if raw.shape != self.action_space.shape:
             raise ValueError(f"expected an action of shape {self.action_space.shape}, got {np.shape(action)}")
+        outside = np.flatnonzero((flat < 0) | (flat >= self.action_space.nvec))
+        if outside.size:
+            i = int(outside[0])
+            raise ValueError(f"action[{i}]={flat[i]} is outside {self.action_space} (0 <= value < {self.nvec[i]})")
         return {
             "intervene": int(flat[0]),
             "target": flat[1 : 1 + self.n_target].astype(np.int8),
