@@ -33,7 +33,9 @@ def test_validate_reports_every_problem_and_exits_one(tmp_path: Path, capsys) ->
 
 def test_strict_stops_at_first_problem_without_traceback(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
-    path.write_text('{"sample_id": "s/1", "rows": []}\n{"sample_id": "s/2", "rows": [', encoding="utf-8")
+    path.write_text(
+        '{"sample_id": "s/1", "rows": [{"primary_speaker": "Ana"}]}\n{"sample_id": "s/2", "rows": [', encoding="utf-8"
+    )
     result = subprocess.run(
         [sys.executable, "-m", "rescue_env.cli", "data", "validate", str(path), "--strict"],
         capture_output=True,

@@ -205,3 +205,50 @@ def test_unknown_keys_survive_the_round_trip() -> None:
         "rows": [{"primary_speaker": "Ana", "new_field": [1, "x"]}],
     }
     assert Sample.model_validate(record).to_record() == record
+
+
+_ROW = {"start_time": 0, "end_time": 1, "primary_speaker": "Ana", "dialogue_cleaned": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        (
+            [{**_ROW, "internal_emotion": [{"person": "Ana", "intensity": 11}]}],
+            " row 1: internal_emotion[0].intensity: must be between 0 and 10, got 11",
+        ),
+        (
+            [{**_ROW, "internal_emotion": [{"person": "Ana", "intensity": -3}]}],
+            " row 1: internal_emotion[0].intensity: must be between 0 and 10, got -3",
+        ),
+        ([{**_ROW, "start_time": -1}], " row 1: start_time: must be >= 0, got -1"),
+        ([_ROW, {**_ROW, "start_time": 5, "end_time": 2}], " row 2: end_time 2 is before start_time 5"),
+        ([], ": rows: List should have at least 1 item after validation, not 0 (got [])"),
+        ([_ROW, {}], " row 2: primary_speaker is missing or empty: every row has a speaker"),
+        ([{**_ROW, "primary_speaker": "  "}], " row 1: primary_speaker is missing or empty: every row has a speaker"),
+    ],
+)
+def test_values_the_release_never_has_are_problems(tmp_path: Path, rows: list, expected: str) -> None:
+    path = tmp_path / "d.jsonl"
+    good = {"sample_id": "ok/1", "rows": [_ROW]}
+    path.write_text(json.dumps({"sample_id": "bad/1", "rows": rows}) + "\n" + json.dumps(good) + "\n")
+    report = load_dataset(path).report
+    (problem,) = report.problems
+    assert str(problem) == "d.jsonl:1 sample bad/1" + expected
+    assert report.samples_loaded == 1 and report.samples_skipped == 1
+
+
+def test_deep_nesting_and_unreadable_files_are_one_line_errors(tmp_path: Path, monkeypatch) -> None:
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"sample_id": "s/1", "rows": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(DataError, match="nested too deeply"):
+        load_dataset(deep, strict=True)
+    locked = tmp_path / "locked.jsonl"
+    locked.write_text("{}\n")
+
+    def denied(self: Path) -> bytes:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(DataError, match="locked.jsonl: cannot read: Permission denied"):
+        load_dataset(locked)

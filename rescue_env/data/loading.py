@@ -232,8 +232,16 @@ def _fail(report: LoadReport, problem: LoadProblem, strict: bool) -> None:
     report.samples_skipped += 1
 
 
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, or a one-line ``DataError`` (permission denied, vanished, a device error...)."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DataError(LoadProblem(file=str(path), message=f"cannot read: {exc.strerror or exc}")) from None
+
+
 def _read_jsonl(path: Path, report: LoadReport, strict: bool) -> tuple[list[tuple[Sample, _Origin]], str]:
-    raw = path.read_bytes()
+    raw = _read_bytes(path)
     digest = hashlib.sha256(raw).hexdigest()
     name = path.name
     if not raw.strip():
@@ -257,7 +265,7 @@ def _read_directory(root: Path, report: LoadReport, strict: bool) -> tuple[list[
     out: list[tuple[Sample, _Origin]] = []
     for file in files:
         rel = file.relative_to(root).with_suffix("").as_posix()
-        raw = file.read_bytes()
+        raw = _read_bytes(file)
         hasher.update(rel.encode() + b"\0" + raw + b"\0")
         origin = _Origin(file.relative_to(root).as_posix(), None)
         sample = _parse_sample(raw, origin, report, strict, sample_id=rel)
@@ -284,6 +292,10 @@ def _parse_sample(
             pass
     try:
         data = json.loads(text)
+    except RecursionError:
+        message = "invalid JSON: nested too deeply to read (no sample of the release nests more than a few levels)"
+        _fail(report, LoadProblem(file=origin.file, line=origin.line, message=message), strict)
+        return None
     except json.JSONDecodeError as exc:
         hint = "" if text.rstrip().endswith("}") else " (truncated line?)"
         message = f"invalid JSON{hint}: {exc.msg} (column {exc.colno})"
@@ -308,6 +320,10 @@ def _parse_sample(
         return None
 
 
+VALUE_IN_MESSAGE = frozenset({"not_a_number", "missing", "out_of_range", "reversed_times", "no_speaker"})
+"""Error types whose message already says what was read (``schema``'s own checks), so no "(got ...)" is added."""
+
+
 def _problem_from_error(error: Any, origin: _Origin, sample_id: str | None) -> LoadProblem:
     loc = list(error["loc"])
     row = None
@@ -318,7 +334,7 @@ def _problem_from_error(error: Any, origin: _Origin, sample_id: str | None) -> L
     for part in loc:
         field_path += f"[{part}]" if isinstance(part, int) else (f".{part}" if field_path else str(part))
     message = error["msg"]
-    if error["type"] != "not_a_number" and "input" in error and error["type"] != "missing":
+    if error["type"] not in VALUE_IN_MESSAGE and "input" in error:
         message += f" (got {_short_repr(error['input'])})"
     return LoadProblem(
         file=origin.file,

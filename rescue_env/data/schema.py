@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from rescue_env.taxonomy import Scenario
@@ -28,6 +28,23 @@ def _number(value: Any) -> Any:
 
 Number = Annotated[float | int, BeforeValidator(_number)]
 """An int or a float, kept as it was read (an intensity of 8 stays 8, 7.5 stays 7.5)."""
+
+
+def _within(low: float, high: float, expected: str):
+    def check(value: Any) -> Any:
+        if value is not None and not low <= value <= high:
+            raise PydanticCustomError(
+                "out_of_range", "must be {expected}, got {value}", {"expected": expected, "value": value}
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+Intensity = Annotated[Number, _within(0, 10, "between 0 and 10")]
+"""0-10, the release's scale (App. A): an 11 or a -3 is a data error, not a stronger or negative emotion."""
+Seconds = Annotated[Number, _within(0, math.inf, ">= 0")]
+"""A time in seconds from the start of the session: never negative."""
 
 
 class _Record(BaseModel):
@@ -66,7 +83,7 @@ class Emotion(_Record):
 
     person: str = ""
     emotion_description: str = ""
-    intensity: Number | None = None
+    intensity: Intensity | None = None
 
 
 class Viewpoint(_Record):
@@ -95,8 +112,8 @@ class Row(_Record):
     Both are kept as read; see ``rescue_env.data.domain.relation_labels`` for how tasks use them.
     """
 
-    start_time: Number = 0.0
-    end_time: Number = 0.0
+    start_time: Seconds = 0.0
+    end_time: Seconds = 0.0
     primary_speaker: str = ""
     target: list[str] = Field(default_factory=list)
     dialogue_cleaned: str = ""
@@ -118,6 +135,19 @@ class Row(_Record):
     relation_pattern_reason: str | None = None
     relation_pattern_evidence_rows: list[int] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Row:
+        # After the fields (their own problems are reported first): what the release always has.
+        if not self.primary_speaker.strip():
+            raise PydanticCustomError("no_speaker", "primary_speaker is missing or empty: every row has a speaker")
+        if self.end_time < self.start_time:
+            raise PydanticCustomError(
+                "reversed_times",
+                "end_time {end} is before start_time {start}",
+                {"end": self.end_time, "start": self.start_time},
+            )
+        return self
+
 
 class Sample(_Record):
     """One conversation (a clip of a therapy session) with its annotated rows.
@@ -129,4 +159,4 @@ class Sample(_Record):
     scenario: Scenario | None = None
     participants: list[str] = Field(default_factory=list)
     source_file: str | None = None
-    rows: list[Row]
+    rows: list[Row] = Field(min_length=1)
