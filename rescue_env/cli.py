@@ -520,10 +520,18 @@ def _load(args: argparse.Namespace, strict: bool = False) -> Dataset:
     return load_dataset(path, sample_ids=args.sample_ids, limit=args.limit, strict=strict)
 
 
-def _report_problems(dataset: Dataset) -> None:
+def _report_problems(dataset: Dataset, first: int | None = None) -> None:
+    """The load problems on stderr (the ``first`` ones only, for commands whose job is not validating), then
+    the count of skipped samples."""
     report = dataset.report
-    for problem in report.problems:
+    shown = report.problems if first is None else report.problems[:first]
+    for problem in shown:
         print(problem, file=sys.stderr)
+    if len(shown) < len(report.problems):
+        print(
+            f"... and {len(report.problems) - len(shown)} more problem(s): rescue-bench data validate lists them all",
+            file=sys.stderr,
+        )
     if report.samples_skipped:
         print(f"skipped {report.samples_skipped} bad sample(s) of {report.samples_read}", file=sys.stderr)
     if report.missing_sample_ids:
@@ -646,7 +654,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         if args.limit is not None and args.limit < 0:
             raise ValueError(f"--limit must be >= 0, got {args.limit}")
         dataset = load_dataset(config.data, sample_ids=config.sample_ids)
-        _report_problems(dataset)
+        _report_problems(dataset, first=5)
         evaluation = Evaluation(config, output, dataset=dataset, options=_run_options(args, tally))
         results = evaluation.run()
     except ModelSetupError as exc:
@@ -767,7 +775,7 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
         print(f"error: {_first_error(exc)}", file=sys.stderr)
         return 2
     dataset = load_dataset(config.data)
-    _report_problems(dataset)
+    _report_problems(dataset, first=5)
     try:
         rollout = Rollout(
             config, output, dataset=dataset, on_step=show if args.render else None, options=_run_options(args, tally)

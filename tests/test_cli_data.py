@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_sample, write_jsonl
+from conftest import make_row, make_sample, write_jsonl
 
 from rescue_env.cli import main
 
@@ -99,3 +99,23 @@ def test_synth_writes_a_loadable_file(tmp_path: Path, capsys) -> None:
 def test_help_reads_like_a_harness() -> None:
     result = subprocess.run([sys.executable, "-m", "rescue_env.cli", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "data" in result.stdout and "COMMAND" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "command", [["rollout", "--policy", "never"], ["evaluate", "--agent", "heuristic", "--tasks", "itp"]]
+)
+def test_runs_print_the_skipped_samples_first_reasons(tmp_path: Path, capsys, command: list[str]) -> None:
+    good = make_sample("ok/1", ["Ana", "Ben", "Therapist", "Ana", "Ben"])
+    bad = [
+        make_sample(
+            f"bad/{k}", ["Ana"], rows=[make_row(0, "Ana", internal_emotion=[{"person": "Ana", "intensity": 11 + k}])]
+        )
+        for k in range(7)
+    ]
+    path = write_jsonl(tmp_path / "d.jsonl", [good, *bad])
+    main([*command, "--data", str(path), "--output", str(tmp_path / "run"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert "d.jsonl:2 sample bad/0 row 1: internal_emotion[0].intensity: must be between 0 and 10, got 11" in err
+    assert "bad/4" in err and "bad/5" not in err
+    assert "... and 2 more problem(s): rescue-bench data validate lists them all" in err
+    assert "skipped 7 bad sample(s) of 8" in err
