@@ -138,9 +138,9 @@ class ModelConfig(BaseModel):
     model: str = Field(min_length=1)
     api_base: str | None = None
     api_key_env: EnvVarName | None = None
-    temperature: float = 0.0
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, gt=0)
-    timeout: float = Field(default=120.0, gt=0)
+    timeout: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     extra_params: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("extra_params")

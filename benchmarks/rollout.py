@@ -251,7 +251,7 @@ class RolloutConfig(BaseModel):
     model: str | None = None
     api_base: str | None = None
     api_key_env: EnvVarName | None = None
-    temperature: float = 0.0
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)  # NaN fails both bounds: a NaN run could never resume
     max_tokens: int | None = Field(default=512, gt=0)
     few_shot: int = Field(default=0, ge=0)
     history: bool = False

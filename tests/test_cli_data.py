@@ -119,3 +119,33 @@ def test_runs_print_the_skipped_samples_first_reasons(tmp_path: Path, capsys, co
     assert "bad/4" in err and "bad/5" not in err
     assert "... and 2 more problem(s): rescue-bench data validate lists them all" in err
     assert "skipped 7 bad sample(s) of 8" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["evaluate", "--limit", "-5"], "argument --limit: must be >= 0, got '-5'"),
+        (["evaluate", "--batch-size", "0"], "argument --batch-size: must be >= 1, got '0'"),
+        (["evaluate", "--bootstrap", "-1"], "argument --bootstrap: must be >= 0, got '-1'"),
+        (["evaluate", "--temperature", "nan"], "argument --temperature: must be a finite number in [0, 2], got 'nan'"),
+        (["evaluate", "--timeout", "inf"], "argument --timeout: must be a finite number > 0, got 'inf'"),
+        (["evaluate", "--max-connections", "0"], "argument --max-connections: must be >= 1, got '0'"),
+        (["evaluate", "--max-tokens", "0"], "argument --max-tokens: must be >= 1, got '0'"),
+        (["rollout", "--policy", "never", "--context-size", "-5"], "argument --context-size: must be >= 1"),
+        (["rollout", "--policy", "never", "--test-fraction", "1"], "must be a finite number in (0, 1), got '1'"),
+        (["rollout", "--policy", "never", "--temperature", "-1"], "must be a finite number in [0, 2], got '-1'"),
+        (["dynamics", "fit", "--horizon", "0"], "argument --horizon: must be >= 1, got '0'"),
+        (["data", "validate", "--limit", "-1"], "argument --limit: must be >= 0, got '-1'"),
+    ],
+)
+def test_numeric_settings_are_checked_before_anything_runs(
+    tmp_path: Path, capsys, args: list[str], needle: str
+) -> None:
+    output = tmp_path / "never-written"
+    extra = ["--output", str(output)] if args[0] in ("evaluate", "rollout") else []
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, *extra])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not output.exists()

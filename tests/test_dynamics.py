@@ -155,10 +155,14 @@ def test_cli_fit_and_report(tmp_path, capsys):
     assert main(["dynamics", "report", "--bootstrap", "20", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report["distress"]["mse"]) == {"F (ridge)", "gradient boosting", "persistence", "training mean"}
-    assert main(["dynamics", "fit", "--horizon", "0", "-o", str(out)]) == 1
-    assert capsys.readouterr().err.strip() == "error: --horizon must be >= 1, got 0"
-    assert main(["dynamics", "report", "--test-fraction", "2"]) == 1
-    assert capsys.readouterr().err.strip() == "error: test_fraction must be a number strictly between 0 and 1, got 2.0"
+    # Settings are checked when the command line is read: one line, exit code 2, nothing fitted.
+    for args, needle in (
+        (["dynamics", "fit", "--horizon", "0", "-o", str(out)], "argument --horizon: must be >= 1, got '0'"),
+        (["dynamics", "report", "--test-fraction", "2"], "argument --test-fraction: must be a finite number in (0, 1)"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        assert exit_.value.code == 2 and needle in capsys.readouterr().err
 
 
 @pytest.mark.shared_data
