@@ -144,6 +144,10 @@ class BERTScore:
 
     # -- resolution and loading ------------------------------------------------------------------------------
 
+    def resolve(self) -> None:
+        """Find the model offline (its files and layers) without loading it. Raises ``BERTScoreUnavailable``."""
+        self._resolve()
+
     def _resolve(self) -> _Resolved:
         if self._resolved is not None:
             return self._resolved

@@ -155,6 +155,7 @@ class Evaluation(ModelRun):
         super().__init__(output, options)
         self.config = config
         self.planned_requests = 0
+        self.planned_instances = 0
         self.failure_limit = 0
         if config.mode not in MODES:
             raise ValueError(f"unknown mode {config.mode!r}")
@@ -214,7 +215,8 @@ class Evaluation(ModelRun):
         return bool(self.config.judge_model) and any(getattr(t, "generative", False) for t in tasks)
 
     def check_setup(self, tasks: Sequence[ModuleType] | None = None) -> None:
-        """Set-up checks that need no request (ModelSetupError): the agent's model, and the judge's if it is used."""
+        """Set-up checks that need no request (ModelSetupError): the agent's model, the judge's if it is used, and
+        the BERTScore model when ER or VP is scored with it."""
         from agents.client import ModelSetupError, check_model_config
 
         tasks = [get_task(n) for n in self.config.tasks] if tasks is None else tasks
@@ -225,6 +227,16 @@ class Evaluation(ModelRun):
                 check_model_config(self._model_config(judge=True))
             except ModelSetupError as exc:
                 raise ModelSetupError(f"judge: {_judge_options(str(exc))}", exc.cause) from None
+        if self.config.bertscore and any(getattr(task, "generative", False) for task in tasks):
+            # Before any request: a model that is not available offline would otherwise fail after every
+            # answer of ER or VP was paid for.
+            from benchmarks.bertscore import BERTScore, BERTScoreConfig, BERTScoreUnavailable
+
+            config = BERTScoreConfig(model=self.config.bertscore_model, num_layers=self.config.bertscore_num_layers)
+            try:
+                BERTScore(config).resolve()
+            except BERTScoreUnavailable as exc:
+                raise ModelSetupError(f"--bertscore-model: {exc}") from None
 
     async def probe(self, agent: bool, judge: bool) -> None:
         """One probe request to each model that will be called (ModelSetupError naming the option to fix)."""
@@ -415,7 +427,9 @@ class Evaluation(ModelRun):
         self._prepare_directory()
 
         todo = sum(store.needs_answer(i) for _, instances in plan for i in instances)
-        bar = Progress(todo, self.progress_enabled)
+        self.planned_instances = sum(len(instances) for _, instances in plan)
+        # A resumed run's bar starts at what is already answered ("N of M"), not at zero of what is left.
+        bar = Progress(self.planned_instances, self.progress_enabled, initial=self.planned_instances - todo)
         started = time.perf_counter()
         order = [i.instance_id for _, instances in plan for i in instances]
         try:

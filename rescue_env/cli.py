@@ -30,6 +30,7 @@ import math
 import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rescue_env import __version__
@@ -653,6 +654,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     agent = args.agent or ("litellm" if args.model else "heuristic")
     output = args.output or f"runs/{(args.model or agent).replace('/', '_')}"
     tally = ErrorTally()
+    evaluation: Evaluation | None = None
     try:
         config = EvalConfig(
             data=args.data,
@@ -681,10 +683,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
         if args.limit is not None and args.limit < 0:
             raise ValueError(f"--limit must be >= 0, got {args.limit}")
+        _check_output(output)
         dataset = load_dataset(config.data, sample_ids=config.sample_ids)
         _report_problems(dataset, first=5)
         evaluation = Evaluation(config, output, dataset=dataset, options=_run_options(args, tally))
         results = evaluation.run()
+    except KeyboardInterrupt:
+        if evaluation is None:
+            return _interrupted(0, 0, "instances answered")
+        return _interrupted(evaluation.answered(), evaluation.planned_instances, "instances answered")
     except ModelSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -726,6 +733,22 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _check_output(output: str) -> None:
+    """``--output`` must be a directory or a path that can become one: one line, before anything runs."""
+    path = Path(output)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--output {output} is a file: give a directory (it is created when missing)")
+    blocking = next((parent for parent in path.parents if parent.exists() and not parent.is_dir()), None)
+    if blocking is not None:
+        raise ValueError(f"--output {output}: {blocking} is a file, so no directory can be made under it")
+
+
+def _interrupted(done: int, total: int, what: str) -> int:
+    """Ctrl-C: one line saying what is kept, and the exit code of a SIGINT (130)."""
+    print(f"interrupted; {done} of {total} {what}; re-run the same command to resume", file=sys.stderr)
+    return 130
 
 
 def _run_options(args: argparse.Namespace, tally: Any):
@@ -802,13 +825,23 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {_first_error(exc)}", file=sys.stderr)
         return 2
+    try:
+        _check_output(output)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     dataset = load_dataset(config.data)
     _report_problems(dataset, first=5)
+    rollout: Rollout | None = None
     try:
         rollout = Rollout(
             config, output, dataset=dataset, on_step=show if args.render else None, options=_run_options(args, tally)
         )
         results = rollout.run()
+    except KeyboardInterrupt:
+        if rollout is None:
+            return _interrupted(0, 0, "episodes finished")
+        return _interrupted(rollout.finished_episodes(), len(rollout.samples), "episodes finished")
     except ModelSetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,71 @@
+"""Set-up errors and interruptions of `rescue-bench evaluate` / `rollout`: one line, the right exit code, nothing
+written that a later run would trip over."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.fake_server import FakeOpenAIServer
+from agents.mock import mock_responder
+from rescue_env.cli import main
+
+RUNS = (["evaluate", "--agent", "heuristic", "--tasks", "itp"], ["rollout", "--policy", "never"])
+
+
+@pytest.mark.parametrize("command", RUNS)
+def test_output_that_is_a_file_or_under_a_file_is_one_line(tmp_path: Path, capsys, command: list[str]) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    for output, needle in (
+        (blocker, f"--output {blocker} is a file: give a directory"),
+        (blocker / "sub", f"--output {blocker / 'sub'}: {blocker} is a file, so no directory can be made under it"),
+    ):
+        assert main([*command, "--output", str(output), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: {needle}") and "\n" not in err
+    assert blocker.read_text() == "x"
+
+
+def test_unavailable_bertscore_model_stops_before_any_request(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    args = ["evaluate", "--agent", "heuristic", "--tasks", "er", "--bertscore-model", "no-such-model", "--output"]
+    assert main([*args, str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --bertscore-model: BERTScore model 'no-such-model' is not available offline")
+    assert "\n" not in err and not out.exists()
+
+
+@pytest.mark.parametrize(("command", "unit"), [("evaluate", "instances answered"), ("rollout", "episodes finished")])
+def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path: Path, command: str, unit: str) -> None:
+    with FakeOpenAIServer(lambda body: mock_responder(body["messages"]), latency=0.05) as server:
+        model = ["--model", "openai/fake", "--api-base", server.base_url, "--max-connections", "2"]
+        args = [
+            sys.executable,
+            "-m",
+            "rescue_env.cli",
+            command,
+            *model,
+            "--output",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ]
+        if command == "evaluate":
+            args += ["--tasks", "itp", "--batch-size", "1"]
+        running = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while server.request_count < 8 and time.time() < deadline:
+            time.sleep(0.02)
+        running.send_signal(signal.SIGINT)
+        _, err = running.communicate(timeout=60)
+        assert running.returncode == 130
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err
+        assert lines[0].startswith("interrupted; ") and lines[0].endswith(f"{unit}; re-run the same command to resume")
+        resumed = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
