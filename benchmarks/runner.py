@@ -130,10 +130,13 @@ class RunStore:
             out.flush()
 
     def compact(self, order: Sequence[str]) -> None:
-        """Rewrite the log with one record per instance, in instance order (atomic)."""
+        """Rewrite the log with one record per instance, in instance order (atomic); records outside ``order``
+        (another invocation's ``--tasks`` in the same directory) follow, as they were: answers are never lost."""
         temporary = self.path.with_suffix(".jsonl.tmp")
+        planned = set(order)
+        others = [key for key in self.records if key not in planned]
         with temporary.open("w", encoding="utf-8") as out:
-            for key in order:
+            for key in [*order, *others]:
                 if key in self.records:
                     out.write(json.dumps(self.records[key], ensure_ascii=False) + "\n")
         os.replace(temporary, self.path)
@@ -256,7 +259,7 @@ class Evaluation(ModelRun):
         for task, instances in plan:
             pending = [i for i in instances if store.needs_answer(i)]
             if self.config.agent == "litellm":
-                asked += len(make_batches(pending, self.config.batch_size or task.batch_size))
+                asked += len(self._unfinished_batches(task, instances, store))
             if self._uses_judge([task]):
                 judged += len(pending) + sum(
                     1 for i in instances if not store.needs_answer(i) and _needs_verdict(store.records[i.instance_id])
@@ -283,6 +286,13 @@ class Evaluation(ModelRun):
             cached=completion.cached,
         )
 
+    def _unfinished_batches(self, task: ModuleType, instances: list[Instance], store: RunStore) -> list[list[Instance]]:
+        """The batches of the whole plan (``make_batches`` over every instance of the task, so a resumed run forms
+        exactly the batches of an uninterrupted one) that hold an instance still to answer: each is asked again
+        whole, with the prompt it was first planned with."""
+        planned = make_batches(instances, self.config.batch_size or task.batch_size)
+        return [batch for batch in planned if any(store.needs_answer(i) for i in batch)]
+
     async def _predict(self, task: ModuleType, instances: list[Instance], store: RunStore, bar: Progress) -> None:
         pending = [i for i in instances if store.needs_answer(i)]
         if not pending:
@@ -291,7 +301,8 @@ class Evaluation(ModelRun):
         if self.config.agent in BASELINES:
             agent = BaselineAgent(self.config.agent, task, self.samples, instances, seed=self.config.seed)  # type: ignore[arg-type]
         options = PromptOptions(mode=self.config.mode, context_size=self.config.context_size)
-        batches = make_batches(pending, self.config.batch_size or task.batch_size)
+        batches = self._unfinished_batches(task, instances, store)
+        waiting = {i.instance_id for i in pending}
 
         async def one(batch: list[Instance]) -> tuple[list[Instance], AgentReply, str]:
             messages = task.render(batch, self.samples, options)
@@ -326,7 +337,7 @@ class Evaluation(ModelRun):
                     )
                 store.write(records)
                 bar.update(
-                    len(batch),
+                    sum(i.instance_id in waiting for i in batch),
                     sum(p.failure is not None for p in predictions),
                     reply.prompt_tokens + reply.completion_tokens,
                     reply.cost_usd,

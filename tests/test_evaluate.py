@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agents.fake_server import FakeOpenAIServer, Fault, example_responder
+from agents.mock import mock_responder
 from benchmarks.registry import TASK_NAMES
 from benchmarks.runner import EvalConfig, Evaluation
 from benchmarks.runs import RunOptions
@@ -128,6 +129,10 @@ def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     )
 
 
+def _records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
+
+
 def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> None:
     env = {**os.environ, "RESCUE_TEST_KEY": "sk-planted-SECRET-4242"}
     with FakeOpenAIServer(example_responder, latency=0.1, expected_api_key="sk-planted-SECRET-4242") as server:
@@ -144,7 +149,7 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
             "--max-connections",
             "2",
             "--batch-size",
-            "1",
+            "3",
             "--limit",
             "30",
             "--bootstrap",
@@ -155,6 +160,7 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
         out, err = whole.communicate(timeout=300)
         assert whole.returncode == 0, err
         total = server.request_count
+        instances = len((tmp_path / "whole" / "predictions.jsonl").read_text().splitlines())
 
         killed = _cli([*common, "--output", str(tmp_path / "resumed")], env)
         deadline = time.time() + 120
@@ -163,7 +169,7 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
         killed.send_signal(signal.SIGKILL)
         killed.wait(timeout=30)
         answered_before = len((tmp_path / "resumed" / "predictions.jsonl").read_text().splitlines())
-        assert 0 < answered_before < total
+        assert 0 < answered_before < instances
 
         resumed = _cli([*common, "--output", str(tmp_path / "resumed")], env)
         out2, err2 = resumed.communicate(timeout=300)
@@ -173,7 +179,14 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
     assert first == second
     # The resumed run did not ask the instances answered before the kill (cache aside: a fresh process).
     run_info = json.loads((tmp_path / "resumed" / "run.json").read_text())
-    assert run_info["asked_instances"] <= total - answered_before + 2
+    assert run_info["asked_instances"] <= instances - answered_before + 2
+    # And it asked exactly what an uninterrupted run asks: the same batches (3 items), so the same prompts.
+    hashes = [
+        {(r["task"], r["instance_id"]): (r["prompt_hash"], r["batch_size"]) for r in _records(tmp_path / run)}
+        for run in ("whole", "resumed")
+    ]
+    assert hashes[0] == hashes[1] and len(hashes[0]) == instances
+    assert max(size for _, size in hashes[0].values()) == 3
 
     # No file of either run, and no output, contains the key.
     for path in tmp_path.rglob("*"):
@@ -486,3 +499,42 @@ def test_help_documents_the_failure_options(capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["evaluate", "--max-failures", "120%"])
     assert info.value.code == 2 and "at most 100%" in capsys.readouterr().err
+
+
+def test_a_resume_asks_the_batches_of_the_uninterrupted_plan(tmp_path: Path, capsys) -> None:
+    # Every task, batches of 3: an interrupted run misses some batches of the plan (here every other one, the
+    # pattern an API failure or a kill leaves). Its resume must ask those batches as planned -- the same prompts --
+    # not new batches of whatever is left. (Re-batching the left-over instances fails this test.)
+    import shutil
+
+    with FakeOpenAIServer(lambda body: mock_responder(body["messages"])) as server:
+        common = ["--tasks", "all", "--model", "openai/fake", "--api-base", server.base_url, "--batch-size", "3",
+                  "--judge-model", "openai/fake", "--judge-api-base", server.base_url]  # fmt: skip
+        whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+        code, _, err = _evaluate(capsys, *common, "--output", str(whole), "--cache-dir", str(tmp_path / "c1"))
+        assert code == 0, err
+        shutil.copytree(whole, resumed)
+        records = _records(whole)
+        by_batch: dict[tuple[str, str], list[dict]] = {}
+        for record in records:
+            by_batch.setdefault((record["task"], record["prompt_hash"]), []).append(record)
+        kept = [r for k, (key, batch) in enumerate(sorted(by_batch.items())) if k % 2 == 0 for r in batch]
+        assert len(kept) < len(records)
+        (resumed / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+        code, _, err = _evaluate(capsys, *common, "--output", str(resumed), "--cache-dir", str(tmp_path / "c2"))
+        assert code == 0, err
+    hashes = [{(r["task"], r["instance_id"]): r["prompt_hash"] for r in _records(run)} for run in (whole, resumed)]
+    assert hashes[0] == hashes[1]
+    assert {r["task"] for r in records} == {"itp", "rpp", "stp", "ssp", "er", "vp"}
+
+
+def test_changing_only_tasks_keeps_every_answer(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    assert _evaluate(capsys, "--tasks", "itp", "--agent", "heuristic", "--output", str(out))[0] == 0
+    itp = {r["instance_id"]: r for r in _records(out)}
+    assert _evaluate(capsys, "--tasks", "rpp", "--agent", "heuristic", "--output", str(out))[0] == 0
+    records = _records(out)
+    assert {r["task"] for r in records} == {"itp", "rpp"}
+    assert {r["instance_id"]: r for r in records if r["task"] == "itp"} == itp  # the earlier task's answers, intact
+    assert _evaluate(capsys, "--tasks", "itp,rpp", "--agent", "heuristic", "--output", str(out))[0] == 0
+    assert len(_records(out)) == len(records)  # nothing asked twice, nothing dropped
