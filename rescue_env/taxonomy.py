@@ -588,3 +588,14 @@ def match_label(text: str, label_set: LabelSet) -> tuple[str | None, bool]:
     if normalised in label_set:
         return normalised, True
     return None, False
+
+
+def label_name(key: str) -> str:
+    """The display name of a relation-pattern or strategy key ("pursue_withdraw" -> "Pursue–withdraw"); a key of no
+    closed set (a model's out-of-set answer, "none") is shown as it is, underscores as spaces."""
+    for table in (_RELATION_PATTERNS, _STRATEGIES):
+        for label_set in table.values():
+            label = label_set.get(key)
+            if label is not None:
+                return label.name
+    return key.replace("_", " ")

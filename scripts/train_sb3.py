@@ -6,8 +6,11 @@
     python scripts/train_sb3.py --data ../shared/data/rescue_text.jsonl --timesteps 50000 --holdout 0.2
 
 Trains ``MlpPolicy`` (``policies.sb3.train``: CPU, seeded, --torch-threads threads) on conversations drawn at random
-from --data, and writes OUTPUT (the model) and its sidecar OUTPUT.json (algorithm, feature and env settings,
-provenance), which ``rescue-bench rollout --policy ALGO:OUTPUT`` reads.
+from --data, and writes OUTPUT (the model), its sidecar OUTPUT.json (algorithm, feature and env settings,
+provenance), which ``rescue-bench rollout --policy ALGO:OUTPUT`` reads, and the training's monitor log
+OUTPUT.monitor.csv (``OUTPUT`` without ``.zip``; SB3's ``Monitor``: return, length and time of every training
+episode), from which ``rescue-bench report`` draws the learning curve of a rollout of that model. On a terminal,
+training and the evaluation show progress bars with their ETA (``--no-progress``: none; logs and CI get none).
 
 Then every conversation of --eval-data (default: --data, i.e. the training conversations: an in-sample figure;
 --holdout F instead keeps the test side of the project's grouped split, a share F of each scenario's conversations
@@ -27,10 +30,21 @@ import sys
 import time
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from benchmarks.rollout import evaluate_policy
 from benchmarks.rollout_results import SCOPES, PolicyReport, table
 from policies import POLICIES, make_policy
-from policies.sb3 import ALGO_DEFAULTS, ALGORITHMS, FEATURE_DEFAULTS, SB3Policy, fit, sidecar_path
+from policies.sb3 import (
+    ALGO_DEFAULTS,
+    ALGORITHMS,
+    FEATURE_DEFAULTS,
+    SB3Policy,
+    fit,
+    model_path,
+    monitor_path,
+    sidecar_path,
+)
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.splits import assign
 from rescue_env.envs.replay import RescueEnv
@@ -94,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--ent-coef", type=float, default=None, metavar="C", help="entropy bonus (default: SB3's)")
     train.add_argument("--torch-threads", type=int, default=1, metavar="N", help="torch threads (default 1)")
     train.add_argument("--verbose", action="store_true", help="print SB3's training log")
+    train.add_argument("--no-progress", action="store_true", help="no progress bars (training, evaluation)")
     env = parser.add_argument_group("environment")
     env.add_argument("--data", default="demo", metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
     env.add_argument("--reward", choices=list(PRESETS), default="combined", help="reward preset (default: combined)")
@@ -152,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         dataset = load_dataset(args.data, sample_ids=kept)
     else:
         eval_data = dataset if args.eval_data is None else load_dataset(args.eval_data)
-    output = Path(args.output or f"runs/{args.algo}-seed{args.seed}.zip")
+    output = model_path(args.output or f"runs/{args.algo}-seed{args.seed}.zip")
 
     start = time.perf_counter()
     policy = fit(
@@ -164,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         algo_kwargs=algo_kwargs,
         torch_threads=args.torch_threads,
         verbose=int(args.verbose),
+        monitor=monitor_path(output),
+        progress=not args.no_progress,
     )
     seconds = time.perf_counter() - start
     if held_out:
@@ -176,12 +193,25 @@ def main(argv: list[str] | None = None) -> int:
         f"thread(s), seed {args.seed})"
     )
     print(f"saved {path} and {sidecar_path(path)}; replay: rescue-bench rollout --policy {args.algo}:{path}")
+    print(f"training episodes (SB3 monitor log, the learning curve of rescue-bench report): {monitor_path(path)}")
 
     env = RescueEnv(eval_data, reward=args.reward, sample_order="sequential", **observation)
     trained = SB3Policy.load(path, env=env)  # the saved model, as rollout plays it
-    reports = {trained.name: evaluate_policy(trained, env, episodes=args.episodes, seed=args.seed)}
-    for name in baselines:
-        reports[name] = evaluate_policy(make_policy(name, env, args.seed), env, episodes=args.episodes, seed=args.seed)
+    per_policy = args.episodes if args.episodes is not None else len(env.samples)
+    reports: dict[str, PolicyReport] = {}
+    # disable=None: a bar on a terminal, silence in logs and CI (and none with --no-progress).
+    disable = True if args.no_progress else None
+    total = (1 + len(baselines)) * per_policy
+    with tqdm(total=total, desc="evaluation", unit="episode", file=sys.stderr, disable=disable) as bar:
+
+        def count(_env: RescueEnv, info: dict) -> None:
+            if "episode" in info:  # the last step of an episode
+                bar.update(1)
+
+        reports[trained.name] = evaluate_policy(trained, env, episodes=args.episodes, seed=args.seed, on_step=count)
+        for name in baselines:
+            player = make_policy(name, env, args.seed)
+            reports[name] = evaluate_policy(player, env, episodes=args.episodes, seed=args.seed, on_step=count)
     first = reports[trained.name]
     config = first.reward_config
     if held_out:

@@ -9,7 +9,9 @@ the held-out starts next to every baseline, with an analysis of what the trained
    copies of ``RescueSimFlat-v0`` whose starts are the *train* side of the project's grouped split of --data
    (--split-seed, --test-fraction); F and the session rates are fitted on that side, once, and shared by every env
    of the run (training, curve and evaluation). The model is saved as OUTPUT/model.zip with a sidecar
-   OUTPUT/model.json (format ``rescue-env/sim-maskable-ppo``: feature and env settings, provenance). It is loaded
+   OUTPUT/model.json (format ``rescue-env/sim-maskable-ppo``: feature and env settings, provenance) and the
+   training's monitor log OUTPUT/model.monitor.csv (SB3's ``VecMonitor``: return, length and time of every
+   training episode of every env, in the order they ended; ``rescue-bench report`` draws it). It is loaded
    back by ``load_trained`` here, not by ``policies.sb3.SB3Policy``: that class plays the replay env's
    ``FlatObservation`` with ``PPO`` / ``A2C``, and its registry of algorithms is pinned by its tests.
 2. Learning curve: every --curve-every steps (and before training) the deterministic policy plays every test start
@@ -33,15 +35,20 @@ the held-out starts next to every baseline, with an analysis of what the trained
 
 Privileged policies (most-distressed, recorded, group-greedy) read the simulator's true state or the recorded
 actions: references, not competitors. Nothing guarantees that the trained policy beats anything.
+
+On a terminal, training (timesteps) and the held-out evaluation (episodes) show progress bars with their ETA;
+``--no-progress`` or ``--quiet`` turns them off, and logs and CI never get them.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -55,6 +62,7 @@ from benchmarks.rollout_results import table
 from benchmarks.runs import versions
 from policies import AlwaysInterveneEveryone, make_policy
 from policies.imitation import ImitationPolicy
+from policies.sb3 import monitor_path, progress_callback
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.dynamics.outcome import SupportAction, recipient_kind
 from rescue_env.envs.sim import RescueSimEnv
@@ -195,9 +203,16 @@ def play(policy: Any, env: RescueSimEnv, sample_id: str, seed: int, steps: list 
 
 
 def evaluate(
-    policy: Any, env: RescueSimEnv, sample_ids: Sequence[str], seeds: int, base_seed: int, steps: list | None = None
+    policy: Any,
+    env: RescueSimEnv,
+    sample_ids: Sequence[str],
+    seeds: int,
+    base_seed: int,
+    steps: list | None = None,
+    on_episode: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every start ``seeds`` times (env seed ``episode_seed(base_seed, "SAMPLE/k")``: the same for every policy)."""
+    """Every start ``seeds`` times (env seed ``episode_seed(base_seed, "SAMPLE/k")``: the same for every policy);
+    ``on_episode()`` is called after each episode (a progress bar)."""
     out = []
     for sample_id in sample_ids:
         scenario = env.episode(env.dataset.get(sample_id)).scenario
@@ -205,6 +220,8 @@ def evaluate(
             seed = episode_seed(base_seed, f"{sample_id}/{k}")
             record = play(policy, env, sample_id, seed, steps)
             out.append({**record, "scenario": scenario, "seed_index": k, "seed": seed})
+            if on_episode is not None:
+                on_episode()
     return out
 
 
@@ -432,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--eval-seeds", type=int, default=10, help="seeds per held-out start (K)")
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of starts for the 95 %% CIs")
     ev.add_argument("--quiet", action="store_true", help="print only the tables")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars (training, evaluation)")
     return parser
 
 
@@ -458,11 +476,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--curve-seeds and --eval-seeds must be >= 1")
     import torch
     from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import VecMonitor
+    from tqdm.auto import tqdm
 
     started = time.perf_counter()
-    log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    # tqdm.write: a log line printed while a bar is shown goes above the bar instead of through it.
+    log = (lambda *a: None) if args.quiet else (lambda *a: tqdm.write(" ".join(map(str, a)), file=sys.stderr))
+    progress = not (args.quiet or args.no_progress)
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.torch_threads)
@@ -513,11 +536,18 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         env_kwargs={"starts": "train", **feature_kwargs, **common},
     )
+    # One monitor log for all the envs (episodes in the order they end), beside the model: the learning curve of
+    # ``rescue-bench report``. make_vec_env's own per-env Monitors keep no file; VecMonitor replaces their
+    # episode statistics with identical ones, so SB3's warning about it says nothing here.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*already wrapped with a `Monitor`", category=UserWarning)
+        vec = VecMonitor(vec, filename=str(monitor_path(output / "model.zip")))
     model = MaskablePPO("MlpPolicy", vec, seed=args.seed, device="cpu", verbose=0, **hyper)
     callback = curve_callback(evaluate_now, args.curve_every, log)
+    callbacks = CallbackList([callback, progress_callback("MaskablePPO")]) if progress else callback
     log(f"training MaskablePPO for {args.timesteps:,} steps ({args.n_envs} envs, {args.torch_threads} torch threads)")
     learn_start = time.perf_counter()
-    model.learn(total_timesteps=args.timesteps, callback=callback)
+    model.learn(total_timesteps=args.timesteps, callback=callbacks)
     wall = time.perf_counter() - learn_start
     train_seconds = wall - callback.eval_seconds
     steps = int(model.num_timesteps)
@@ -531,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         "train_seconds": round(train_seconds, 2),
         "curve_seconds": round(callback.eval_seconds, 2),
         "steps_per_second": round(steps / train_seconds, 1),
+        "monitor": monitor_path(output / "model.zip").name,
     }
     log(
         f"trained {steps:,} steps in {train_seconds:.1f} s without the curve ({steps / train_seconds:,.0f} steps/s), "
@@ -581,11 +612,18 @@ def main(argv: list[str] | None = None) -> int:
     episodes: dict[str, list[dict[str, Any]]] = {}
     analyses: dict[str, dict[str, Any]] = {}
     eval_start = time.perf_counter()
-    for name, policy in policies.items():
-        steps_log: list[tuple] = []
-        episodes[name] = evaluate(policy, test_env, test_ids, args.eval_seeds, args.seed, steps_log)
-        analyses[name] = action_analysis(steps_log)
-        log(f"  {name}: {len(episodes[name])} episodes")
+    total = len(policies) * len(test_ids) * args.eval_seeds
+    # disable=None: a bar on a terminal, silence in logs and CI.
+    with tqdm(
+        total=total, desc="held-out evaluation", unit="episode", file=sys.stderr, disable=None if progress else True
+    ) as bar:
+        for name, policy in policies.items():
+            steps_log: list[tuple] = []
+            bar.set_postfix_str(name)
+            tick = functools.partial(bar.update, 1)
+            episodes[name] = evaluate(policy, test_env, test_ids, args.eval_seeds, args.seed, steps_log, tick)
+            analyses[name] = action_analysis(steps_log)
+            log(f"  {name}: {len(episodes[name])} episodes")
     eval_seconds = time.perf_counter() - eval_start
 
     # ----- the table -----
@@ -733,7 +771,10 @@ def main(argv: list[str] | None = None) -> int:
         "total_seconds": round(time.perf_counter() - started, 2),
     }
     (output / "results.json").write_text(json.dumps(results, indent=2, default=repr) + "\n", encoding="utf-8")
-    print(f"\nwrote {output}/results.json, results.csv, episodes.csv, curve.csv, curve.png, model.zip, model.json")
+    print(
+        f"\nwrote {output}/results.json, results.csv, episodes.csv, curve.csv, curve.png, model.zip, model.json, "
+        "model.monitor.csv"
+    )
     log(f"({time.perf_counter() - started:.0f} s in all; evaluation {eval_seconds:.0f} s)")
     return 0
 

@@ -57,6 +57,23 @@ class ScopeStats(CorpusStats):
     transitions: TransitionStats
 
 
+POSITION_BINS = 10  # Figs. 4-5: each dialogue normalised into ten bins, 0-10 % ... 90-100 %
+
+
+def relative_position(row: int, rows: int) -> float:
+    """Where a 0-based ``row`` sits in a sample of ``rows`` rows, in [0, 1): ``row / rows``."""
+    if rows <= 0 or not 0 <= row < rows:
+        raise ValueError(f"row {row} is not a row of a sample with {rows} rows")
+    return row / rows
+
+
+def position_bin(row: int, rows: int, bins: int = POSITION_BINS) -> int:
+    """The bin (0 .. bins-1) of 0-based ``row`` in a sample of ``rows`` rows (Figs. 4-5): ``row * bins // rows``,
+    in integers so that a row on a bin's edge never falls to the bin below by rounding."""
+    relative_position(row, rows)  # the same range check
+    return row * bins // rows
+
+
 def corpus_stats(samples: Iterable[Sample]) -> CorpusStats:
     samples = list(samples)
     n = len(samples)
@@ -123,4 +140,60 @@ def dataset_stats(samples: Iterable[Sample], protocol: RelationProtocol = "paper
     by_scenario = {s: [x for x in samples if scenario_of(x) == s] for s in SCENARIOS}
     result: dict[Scope, ScopeStats] = {s: scope_stats(by_scenario[s], [s], protocol) for s in SCENARIOS}
     result["all"] = scope_stats(samples, list(SCENARIOS), protocol)
+    return result
+
+
+class PositionDistribution(BaseModel):
+    """Fig. 5 for one scope: gold relation-pattern instances (the RPP rows) per relative-position bin.
+
+    ``counts[b][i]`` is the number of instances of ``labels[i]`` whose row falls in bin ``b`` (0-10 % ... 90-100 %
+    of its sample's rows, :func:`position_bin`)."""
+
+    bins: int
+    labels: list[str]
+    counts: list[list[int]]
+
+    def totals(self) -> list[int]:
+        """Instances per bin."""
+        return [sum(line) for line in self.counts]
+
+    def total(self) -> int:
+        return sum(self.totals())
+
+    def proportions(self) -> list[list[float]]:
+        """Each bin's counts divided by the bin's total (Fig. 5's stacked bars); a bin with no instance is all 0."""
+        return [[c / sum(line) if sum(line) else 0.0 for c in line] for line in self.counts]
+
+
+def bin_label(index: int, bins: int = POSITION_BINS) -> str:
+    """``"0–10 %"`` ... ``"90–100 %"`` for ten bins (Figs. 4-5)."""
+    low, high = 100 * index / bins, 100 * (index + 1) / bins
+    return f"{low:g}–{high:g} %"
+
+
+def _position_counts(samples: list[Sample], order: list[str], protocol: RelationProtocol, bins: int) -> list[list[int]]:
+    counts = [[0] * len(order) for _ in range(bins)]
+    for sample in samples:
+        for row, label in relation_labels(sample, protocol):
+            counts[position_bin(row, len(sample.rows), bins)][order.index(label)] += 1
+    return counts
+
+
+def position_distribution(
+    samples: Iterable[Sample], protocol: RelationProtocol = "paper", bins: int = POSITION_BINS
+) -> dict[Scope, PositionDistribution]:
+    """Fig. 5: gold relation-pattern counts per relative-position bin for ``couple``, ``family`` and ``all``, over the
+    same instances as the RPP task (``relation_labels``); labels in taxonomy order, as ``dataset_stats``."""
+    samples = list(samples)
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    scopes: dict[Scope, tuple[list[Sample], list[Scenario]]] = {
+        s: ([x for x in samples if scenario_of(x) == s], [s]) for s in SCENARIOS
+    }
+    scopes["all"] = (samples, list(SCENARIOS))
+    result: dict[Scope, PositionDistribution] = {}
+    for scope, (members, scenarios) in scopes.items():
+        order = _ordered_union(*(relation_patterns(s).keys() for s in scenarios))
+        counts = _position_counts(members, order, protocol, bins)
+        result[scope] = PositionDistribution(bins=bins, labels=order, counts=counts)
     return result

@@ -28,6 +28,7 @@ import numpy as np
 
 from benchmarks.base import Instance, Prediction
 from benchmarks.runs import atomic_write
+from rescue_env.data.stats import relative_position
 
 SCOPES = ("couple", "family", "all")
 SCOPE_TITLES = {"couple": "Couple", "family": "Family", "all": "Both"}
@@ -136,12 +137,47 @@ def bootstrap_summary(
     return out
 
 
-def build_results(
+def score_plan(
     config: Any, plan: Sequence[tuple[ModuleType, Sequence[Instance]]], records: Mapping[str, Mapping[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per-instance scores of every task of the plan, in instance order (``score_records`` per task)."""
+    return {task.name: score_records(task, instances, records, config) for task, instances in plan}
+
+
+def correct(score: Mapping[str, Any]) -> bool | None:
+    """Whether a classification answer is right: ITP's label equals the gold, a ranking's top 1 is the gold (a
+    failure is wrong); None for ER and VP, which have graded scores instead."""
+    if "rank" in score:
+        return score["rank"] == 1
+    if "pred" in score:
+        return score["pred"] is not None and score["pred"] == score["gold"]
+    return None
+
+
+def scored_record(record: Mapping[str, Any], instance: Instance, score: Mapping[str, Any], rows: int) -> dict:
+    """A prediction record with what only scoring may add (after the model was asked, so no gold reaches a prompt):
+    the gold, the per-instance score, ``correct`` and ``position``, the target row's relative position in its
+    sample (Fig. 4: ``row / rows``, 0-based row)."""
+    return {
+        **record,
+        "gold": _jsonable(instance.gold),
+        "score": _jsonable(dict(score)),
+        "correct": correct(score),
+        "position": relative_position(instance.row, rows),
+    }
+
+
+def build_results(
+    config: Any,
+    plan: Sequence[tuple[ModuleType, Sequence[Instance]]],
+    records: Mapping[str, Mapping[str, Any]],
+    scores: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> dict[str, Any]:
+    """``results.json`` from the records (``scores``: the ``score_plan`` of the same records, if already made)."""
+    scores = score_plan(config, plan, records) if scores is None else scores
     tasks: dict[str, Any] = {}
     for task, instances in plan:
-        scores = score_records(task, instances, records, config)
+        task_scores = scores[task.name]
         task_records = [records.get(i.instance_id, {}) for i in instances]
         failures: dict[str, int] = {}
         for record in task_records:
@@ -152,7 +188,7 @@ def build_results(
         scopes = {}
         for scope in SCOPES:
             chosen = [k for k, i in enumerate(instances) if scope == "all" or i.scenario == scope]
-            subset = [scores[k] for k in chosen]
+            subset = [task_scores[k] for k in chosen]
             summary = task.summary(subset)
             intervals = bootstrap_summary(task, subset, config.bootstrap, config.seed)
             scopes[scope] = {
@@ -197,7 +233,7 @@ def _was_run(config: Mapping[str, Any], task: str, key: str) -> bool:
     return not (key in BERTSCORE_METRICS and task in JUDGE_METRICS and not config.get("bertscore", True))
 
 
-def _cell(results: Mapping[str, Any], task: str, scope: str, key: str, text: str | None) -> str:
+def table_cell(results: Mapping[str, Any], task: str, scope: str, key: str, text: str | None) -> str:
     """``text`` (a formatted value), or why there is none: an empty scope, a metric not run, no value."""
     if _scope_size(results, task, scope) == 0:
         return EMPTY
@@ -206,7 +242,7 @@ def _cell(results: Mapping[str, Any], task: str, scope: str, key: str, text: str
     return NO_VALUE if _was_run(results.get("config", {}), task, key) else NOT_RUN
 
 
-def _format(value: float | None, kind: str) -> str:
+def format_value(value: float | None, kind: str) -> str:
     if value is None:
         return NOT_RUN
     if kind == "percent":
@@ -221,7 +257,7 @@ def _scope_size(results: Mapping[str, Any], task: str, scope: str) -> int | None
     return None if entry is None else int(entry.get("instances", 0))
 
 
-def _metric(results: Mapping[str, Any], task: str, scope: str, key: str) -> tuple[float | None, Any]:
+def metric_entry(results: Mapping[str, Any], task: str, scope: str, key: str) -> tuple[float | None, Any]:
     entry = results["tasks"].get(task, {}).get("scopes", {}).get(scope, {}).get("metrics", {}).get(key)
     if entry is None:
         return None, None
@@ -236,8 +272,8 @@ def results_table(results: Mapping[str, Any]) -> str:
     for scope in SCOPES:
         cells = []
         for task, key, _, kind in columns:
-            value, _ = _metric(results, task, scope, key)
-            cells.append(_cell(results, task, scope, key, None if value is None else _format(value, kind)))
+            value, _ = metric_entry(results, task, scope, key)
+            cells.append(table_cell(results, task, scope, key, None if value is None else format_value(value, kind)))
         lines.append(f"| {SCOPE_TITLES[scope]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -284,7 +320,7 @@ def results_markdown(results: Mapping[str, Any]) -> str:
                 else:
                     low, high = entry["ci95"]
                     text = f"{entry['value']:.4f} [{low:.4f}, {high:.4f}]"
-                cells.append(_cell(results, name, scope, key, text))
+                cells.append(table_cell(results, name, scope, key, text))
             parts.append(f"| {key} | " + " | ".join(cells) + " |")
         parts.append("")
         parts.append(
@@ -297,16 +333,47 @@ def results_markdown(results: Mapping[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
+CSV_COLUMNS = (
+    "task", "scope", "metric", "label", "value", "ci95_low", "ci95_high", "unit", "instances", "samples", "failures",
+)  # fmt: skip
+
+
+def metric_unit(task: str, metric: str, config: Mapping[str, Any]) -> str:
+    """The unit of a results value: ``fraction`` (0-1: every rate, recall, F1, MRR), ``score_1_5`` (the judge and
+    ER's intensity score, Eq. 5), ``score_0_6`` (VP under the authors' rubric), ``bertscore_f1`` (raw F1, 0-1) or
+    ``intensity_points`` (ER's mean absolute intensity error on the 0-10 scale)."""
+    if metric == "bertscore":
+        return "bertscore_f1"
+    if metric == "intensity_mae":
+        return "intensity_points"
+    if task == "vp" and metric == "judge":
+        return "score_0_6" if config.get("vp_rubric") == "authors" else "score_1_5"
+    if task == "er" and metric in ("s_emo", "s_int", "s_er"):
+        return "score_1_5"
+    return "fraction"
+
+
 def results_csv(results: Mapping[str, Any]) -> str:
+    """One row per task x scope (``Couple``, ``Family``, ``Both``, as the tables) x metric, then the per-label rows
+    of the label reports (RPP, SSP: each label's precision, recall, F1 and support); ``label`` is empty on the
+    headline rows. Every value is in the unit of its ``unit`` column (``metric_unit``)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["task", "scope", "metric", "value", "ci95_low", "ci95_high", "instances", "failures"])
+    writer.writerow(CSV_COLUMNS)
+    config = results.get("config", {})
     for name, task in results["tasks"].items():
         for scope, entry in task["scopes"].items():
+            counts = [entry["instances"], entry["samples"], task["failures"]]
             for key, metric in entry["metrics"].items():
                 low, high = metric["ci95"] if metric["ci95"] else ("", "")
                 value = "" if metric["value"] is None else metric["value"]
-                writer.writerow([name, scope, key, value, low, high, entry["instances"], task["failures"]])
+                unit = metric_unit(name, key, config)
+                writer.writerow([name, SCOPE_TITLES[scope], key, "", value, low, high, unit, *counts])
+            report = entry.get("details", {}).get("labels")
+            for label, values in (report or {}).get("per_label", {}).items():
+                for key in ("precision", "recall", "f1", "support"):
+                    unit = "count" if key == "support" else "fraction"
+                    writer.writerow([name, SCOPE_TITLES[scope], key, label, values[key], "", "", unit, *counts])
     return buffer.getvalue()
 
 
