@@ -596,7 +596,11 @@ class Rollout(ModelRun):
         self._limit = self.budget.limit(self.planned)
         started = time.perf_counter()
         bar = Progress(
-            len(self.samples), self.progress_enabled, unit="episode", initial=len(self.samples) - len(pending)
+            len(self.samples),
+            self.progress_enabled,
+            unit="episode",
+            initial=len(self.samples) - len(pending),
+            usage=self.config.model is not None,
         )
         try:
             if self.config.model is None:

@@ -447,7 +447,12 @@ class Evaluation(ModelRun):
         todo = sum(store.needs_answer(i) for _, instances in plan for i in instances)
         self.planned_instances = sum(len(instances) for _, instances in plan)
         # A resumed run's bar starts at what is already answered ("N of M"), not at zero of what is left.
-        bar = Progress(self.planned_instances, self.progress_enabled, initial=self.planned_instances - todo)
+        bar = Progress(
+            self.planned_instances,
+            self.progress_enabled,
+            initial=self.planned_instances - todo,
+            usage=self.config.agent == "litellm" or bool(self.config.judge_model),
+        )
         started = time.perf_counter()
         order = [i.instance_id for _, instances in plan for i in instances]
         try:

@@ -153,7 +153,8 @@ def write_config(
 class Progress:
     """A tqdm bar with failures, tokens and cost in its postfix (silent when disabled, and in logs and CI)."""
 
-    def __init__(self, total: int, enabled: bool, unit: str = "inst", initial: int = 0) -> None:
+    def __init__(self, total: int, enabled: bool, unit: str = "inst", initial: int = 0, usage: bool = True) -> None:
+        self.usage = usage  # tokens and cost in the postfix (a built-in agent or policy calls no model)
         self.failures = 0
         self.tokens = 0
         self.cost = 0.0
@@ -182,7 +183,10 @@ class Progress:
         self.cost += cost
         if self._bar is not None:
             self._bar.update(done)
-            self._bar.set_postfix(failures=self.failures, tokens=self.tokens, cost=f"${self.cost:.4f}")
+            if self.usage:
+                self._bar.set_postfix(failures=self.failures, tokens=self.tokens, cost=f"${self.cost:.4f}")
+            else:
+                self._bar.set_postfix(failures=self.failures)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -155,3 +155,23 @@ def test_limit_on_the_demo_reaches_families(tmp_path: Path) -> None:
     results = Evaluation(config, tmp_path / "run", options=RunOptions(progress=False)).run()
     scopes = results["tasks"]["rpp"]["scopes"]
     assert scopes["all"]["instances"] == 6 and scopes["family"]["instances"] >= 1
+
+
+def test_progress_shows_tokens_and_cost_only_when_a_model_is_called() -> None:
+    from benchmarks.runs import Progress
+
+    class Bar:
+        def __init__(self) -> None:
+            self.postfix: dict = {}
+
+        def update(self, n: int) -> None:
+            pass
+
+        def set_postfix(self, **kwargs) -> None:
+            self.postfix = kwargs
+
+    for usage, keys in ((True, {"failures", "tokens", "cost"}), (False, {"failures"})):
+        progress = Progress(10, enabled=False, usage=usage)
+        progress._bar = Bar()
+        progress.update(2, 1, 30, 0.5)
+        assert set(progress._bar.postfix) == keys and progress._bar.postfix["failures"] == 1

@@ -53,3 +53,20 @@ def test_a_figure_with_overlapping_labels_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "figures" / "cramped.png").exists()
     with pytest.raises(ValueError, match="letters, digits"):
         report.figure(_bars(8, ["a"]), "../escape", "caption")
+
+
+def test_a_label_cut_off_at_the_edge_is_refused_and_data_goes_beside_the_png(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from benchmarks.reports.document import clipped_texts
+
+    figure = new_figure(4, 3)
+    axes = figure.add_subplot()
+    axes.plot([0, 1], [0, 1])
+    figure.text(0.9, 0.5, "a note that runs off the right edge")
+    assert clipped_texts(figure) == ["a note that runs off the right edge"]
+    report = Report("T", tmp_path)
+    with pytest.raises(OverlappingText, match="cut off"):
+        report.figure(figure, "clipped", "caption")
+    report.figure(_bars(8, ["a", "b"]), "bars", "caption", data=pd.DataFrame({"x": [1, 2]}))
+    assert pd.read_csv(tmp_path / "figures" / "bars.csv").x.tolist() == [1, 2]

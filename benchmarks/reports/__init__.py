@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.reports.document import Report
 
@@ -113,18 +114,12 @@ def build_report(
     return Built(compare_report(list(runs), target, seed=seed, resamples=resamples))
 
 
-def _comparison_lines(rows: Sequence[object]) -> list[str]:
-    """``what  scope  ours  paper`` lines for the console (the dataset report's numbers next to the paper's)."""
-    lines = ["this data next to the paper's published figures (paper: - where it gives none):"]
-    for row in rows:
-        what, scope, ours, paper = (getattr(row, k) for k in ("what", "scope", "ours", "paper"))
-        lines.append(f"  {what:<48} {scope:<7} {_number(ours):>9}  paper {_number(paper):>9}")
+def _comparison_lines(rows: Sequence[Any]) -> list[str]:
+    """The dataset report's numbers next to the paper's, one per line, marked ``=`` (the same at the paper's
+    precision, or the paper's claim holds), ``x`` (not) or ``?`` (cannot be told)."""
+    marks = {True: "=", False: "x", None: "?"}
+    lines = ["this data next to the paper (= same, x differs, ? cannot be told):"]
+    lines += [f"  {marks[row.match]} {row.what} ({row.scope}): {row.ours} | paper {row.paper}" for row in rows]
+    matched = sum(row.match is True for row in rows)
+    lines.append(f"{matched} of {sum(row.match is not None for row in rows)} match")
     return lines
-
-
-def _number(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return str(value)

@@ -365,15 +365,17 @@ def run_pairs(count: int) -> list[tuple[int, int]]:
     return [(0, j) for j in range(1, count)]
 
 
-def _check_same_data(runs: Sequence[Run]) -> None:
+def different_data(runs: Sequence[Run]) -> str | None:
+    """Why the runs cannot be paired (they were run on different data), or None."""
     first = runs[0]
     for run in runs[1:]:
         a, b = first.data.get("sha256"), run.data.get("sha256")
         if a != b:
-            raise ValueError(
+            return (
                 f"{first.directory} and {run.directory} are runs on different data (sha256 {str(a)[:12]} vs "
-                f"{str(b)[:12]}): a paired comparison needs the same instances"
+                f"{str(b)[:12]}): no paired test, and the table compares scores on different instances"
             )
+    return None
 
 
 def common_scores(a: Run, b: Run, task: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], int, int]:
@@ -397,9 +399,9 @@ def paired_frame(
 ) -> tuple[pd.DataFrame, list[str]]:
     """The rows of ``paired.csv`` (each pair of :func:`run_pairs`, each task and headline metric) and one line per
     pair saying how many instances were common and how many only in one run (or why the pair was skipped)."""
-    _check_same_data(runs)
     rows, notes = [], []
-    for i, j in run_pairs(len(runs)):
+    why_not = different_data(runs)
+    for i, j in [] if why_not else run_pairs(len(runs)):
         a, b = runs[i], runs[j]
         skipped = [r for r in (a, b) if not r.scored]
         if skipped:
@@ -431,6 +433,8 @@ def paired_frame(
                     }
                 )
         notes.append(f"**{labels[j]}** (b) vs **{labels[i]}** (a): " + "; ".join(counts) + ".")
+    if why_not:
+        notes.append(f"No paired test: {why_not}.")
     columns = [
         "run_a",
         "run_b",
@@ -506,8 +510,8 @@ def comparison_figure(frame: pd.DataFrame, labels: Sequence[str]) -> Figure | No
 def compare_report(run_dirs: Sequence[Path], output: Path, seed: int = 0, resamples: int = 1000) -> Report:
     """Build the comparison of the runs in ``run_dirs``; ``comparison.csv``, ``paired.csv`` and the chart are
     written to ``output`` now, ``report.md`` / ``report.html`` by the returned report's ``write()``. ValueError
-    (one line) for fewer than two runs, a directory given twice, a directory that is not a finished six-task run,
-    or runs on different data."""
+    (one line) for fewer than two runs, a directory given twice or a directory that is not a finished six-task run.
+    Runs on different data are compared in the table, with a warning, but not paired."""
     if len(run_dirs) < 2:
         raise ValueError(f"a comparison needs at least two run directories, got {len(run_dirs)}")
     resolved = [Path(d).resolve() for d in run_dirs]
@@ -515,11 +519,13 @@ def compare_report(run_dirs: Sequence[Path], output: Path, seed: int = 0, resamp
     if twice is not None:
         raise ValueError(f"{twice} is given twice")
     runs = [load_run(d) for d in run_dirs]
-    _check_same_data(runs)
     labels = run_labels(runs)
     output = Path(output)
     report = Report(f"RESCUE-Bench: {len(runs)} runs compared", output)
     _runs_section(report, runs, labels)
+    why_not = different_data(runs)
+    if why_not:
+        report.paragraph(f"**Not the same data.** {why_not}.")
     frame = comparison_frame(runs, labels)
     output.mkdir(parents=True, exist_ok=True)
     frame.drop(columns=["instances", "missing"]).to_csv(output / "comparison.csv", index=False)

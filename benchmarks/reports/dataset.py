@@ -484,13 +484,6 @@ def paper_comparison(dataset: Dataset | Sequence[Sample], protocol: RelationProt
 # ----- the report ---------------------------------------------------------------------------------------------
 
 
-def _write_csv(report: Report, frame: pd.DataFrame, name: str) -> Path:
-    path = report.output / "figures" / f"{name}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path
-
-
 def _bold_unless(ok: bool | None, text: str) -> str:
     return text if ok in (True, None) else f"**{text}**"
 
@@ -541,8 +534,8 @@ def _label_section(
         name,
         f"Share of each {what} label over {rule}, {scenario} samples; the count is in brackets. Numbers: "
         f"`figures/{name}.csv`.",
+        data=frame,
     )
-    _write_csv(report, frame, name)
     rows = [
         [
             name_,
@@ -582,8 +575,8 @@ def _transition_section(report: Report, stats: dict[Scope, ScopeStats], protocol
             f"Row-normalised transition matrix, {scenario}: the share of transitions out of the row's pattern (y, "
             f"from) into the column's (x, to); n = transitions out of the row ({sum(outgoing):,} in all). The "
             f"diagonal is excluded (dash).{zero_rows} Numbers: `figures/{name}.csv`.",
+            data=transition_frame(transitions),
         )
-        _write_csv(report, transition_frame(transitions), name)
 
 
 def _position_section(report: Report, positions: dict[Scope, PositionDistribution], protocol: RelationProtocol) -> None:
@@ -605,8 +598,8 @@ def _position_section(report: Report, positions: dict[Scope, PositionDistributio
             name,
             f"Proportion of each gold relation pattern per relative-position bin, {scenario} "
             f"({distribution.total():,} instances; n under each bin). Numbers: `figures/{name}.csv`.",
+            data=position_frame(distribution),
         )
-        _write_csv(report, position_frame(distribution), name)
     header = ["Bin", *(SCOPE_TITLES[s] for s in SCENARIOS), "Both"]
     bins = positions["all"].bins
     totals = {scope: positions[scope].totals() for scope in ("couple", "family", "all")}

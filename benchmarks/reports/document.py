@@ -6,8 +6,9 @@ A report is a list of blocks (headings, paragraphs, tables, figures) built in re
 
 Figures are ``matplotlib.figure.Figure`` objects made with :func:`new_figure`: no ``pyplot``, so no global state
 and no GUI backend, whatever ``MPLBACKEND`` says (the Agg canvas renders the PNG). ``Report.figure`` checks that
-no two text labels of the figure overlap before it saves it: a figure a reader cannot read is a bug, and the
-check makes it a failing test instead of something noticed later.
+no two text labels of the figure overlap, and that none is cut off at its edge, before it saves it (with the
+numbers it plots as a CSV beside the PNG): a figure a reader cannot read is a bug, and the check makes it a
+failing test instead of something noticed later.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-__all__ = ["OverlappingText", "Report", "new_figure", "text_overlaps"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["OverlappingText", "Report", "clipped_texts", "new_figure", "text_overlaps"]
 
 DPI = 110
 FIGURES = "figures"
@@ -38,26 +42,29 @@ def new_figure(width: float = 7.0, height: float = 4.0, **kwargs: Any) -> Figure
     return Figure(figsize=(width, height), layout="constrained", **kwargs)
 
 
-def text_overlaps(figure: Figure, tolerance: float = 1.0) -> list[tuple[str, str]]:
-    """Pairs of visible, non-empty texts of ``figure`` whose rendered boxes overlap by more than ``tolerance``
-    pixels each way: tick labels, axis labels, titles, legend entries, annotations, cell values."""
+def _text_boxes(figure: Figure) -> tuple[list[tuple[str, Any]], int, int]:
+    """The rendered boxes of the visible, non-empty texts of ``figure`` (one draw), and the canvas size."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     renderer = canvas.get_renderer()
+    hidden = _undrawn_tick_labels(figure)
     boxes = []
     # Text artists only: a legend entry is also held by a TextArea (an offset box) that would otherwise be
     # compared with its own text and always "overlap" it.
-    hidden = _undrawn_tick_labels(figure)
     for artist in figure.findobj(Text):
         text = artist.get_text()
         if not text.strip() or not artist.get_visible() or id(artist) in hidden:
             continue
         box = artist.get_window_extent(renderer)
-        if box.width <= 0 or box.height <= 0:
-            continue
-        boxes.append((text, box))
+        if box.width > 0 and box.height > 0:
+            boxes.append((text, box))
+    width, height = canvas.get_width_height()
+    return boxes, width, height
+
+
+def _overlapping(boxes: Sequence[tuple[str, Any]], tolerance: float) -> list[tuple[str, str]]:
     found = []
     for i, (text_a, a) in enumerate(boxes):
         for text_b, b in boxes[i + 1 :]:
@@ -66,6 +73,27 @@ def text_overlaps(figure: Figure, tolerance: float = 1.0) -> list[tuple[str, str
             if dx > tolerance and dy > tolerance:
                 found.append((text_a, text_b))
     return found
+
+
+def _outside(boxes: Sequence[tuple[str, Any]], width: int, height: int, tolerance: float) -> list[str]:
+    return [
+        text
+        for text, box in boxes
+        if box.x0 < -tolerance or box.y0 < -tolerance or box.x1 > width + tolerance or box.y1 > height + tolerance
+    ]
+
+
+def text_overlaps(figure: Figure, tolerance: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs of visible, non-empty texts of ``figure`` whose rendered boxes overlap by more than ``tolerance``
+    pixels each way: tick labels, axis labels, titles, legend entries, annotations, cell values."""
+    boxes, _, _ = _text_boxes(figure)
+    return _overlapping(boxes, tolerance)
+
+
+def clipped_texts(figure: Figure, tolerance: float = 1.0) -> list[str]:
+    """The visible texts of ``figure`` that stick out of it, so the PNG cuts them off (e.g. a legend too wide)."""
+    boxes, width, height = _text_boxes(figure)
+    return _outside(boxes, width, height, tolerance)
 
 
 def _undrawn_tick_labels(figure: Figure) -> set[int]:
@@ -119,19 +147,28 @@ class Report:
         """Cells are shown as given (``**x**`` is bold); numbers should already be formatted."""
         self.blocks.append(_Block("table", header=list(header), rows=[[str(c) for c in r] for r in rows]))
 
-    def figure(self, figure: Figure, name: str, caption: str, check_overlap: bool = True) -> Path:
-        """Save ``figure`` as ``figures/<name>.png`` and add it with its caption; :class:`OverlappingText` if two
-        of its labels overlap."""
+    def figure(
+        self, figure: Figure, name: str, caption: str, data: pd.DataFrame | None = None, check_text: bool = True
+    ) -> Path:
+        """Save ``figure`` as ``figures/<name>.png`` (and ``data``, the numbers it plots, as ``figures/<name>.csv``)
+        and add it with its caption. :class:`OverlappingText` if two of its labels overlap or one is cut off at
+        its edge (``check_text=False`` skips both checks)."""
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"figure name {name!r}: letters, digits, '_', '-' and '.' only")
-        if check_overlap:
-            overlaps = text_overlaps(figure)
+        if check_text:
+            boxes, width, height = _text_boxes(figure)
+            overlaps = _overlapping(boxes, 1.0)
             if overlaps:
                 a, b = overlaps[0]
                 raise OverlappingText(f"figure {name}: {len(overlaps)} overlapping labels, e.g. {a!r} and {b!r}")
+            cut = _outside(boxes, width, height, 1.0)
+            if cut:
+                raise OverlappingText(f"figure {name}: {len(cut)} label(s) cut off at its edge, e.g. {cut[0]!r}")
         path = self.output / FIGURES / f"{name}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(path, dpi=DPI)
+        if data is not None:
+            data.to_csv(path.with_suffix(".csv"), index=False)
         self.figures.append(path)
         self.blocks.append(_Block("figure", text=caption, path=f"{FIGURES}/{name}.png", png=path.read_bytes()))
         return path

@@ -59,16 +59,15 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedFormatter, MaxNLocator
+from matplotlib.ticker import MaxNLocator
 
-from benchmarks.reports.document import FIGURES, Report, new_figure
+from benchmarks.reports.document import Report, new_figure
 from benchmarks.rollout import TRAJECTORIES, TRANSCRIPTS, TrajectoryStore
 from benchmarks.rollout_results import MISSING, SCOPES
 from rescue_env.taxonomy import label_name
 
 __all__ = [
     "RolloutRun",
-    "clipped_texts",
     "clustered_se",
     "component_evolution",
     "component_frame",
@@ -870,55 +869,10 @@ def episode_figure(frame: pd.DataFrame, title: str) -> Figure:
 # the report
 
 
-def _ticks_inside(figure: Figure) -> None:
-    """Keep only the ticks inside each axes' limits (frozen as they are). Matplotlib does not draw a tick beyond
-    the limits, but its label keeps a position there, which ``text_overlaps`` counts against the next panel's."""
-    for ax in figure.axes:
-        if not ax.get_visible():
-            continue
-        for axis, get_lim, set_lim in ((ax.xaxis, ax.get_xlim, ax.set_xlim), (ax.yaxis, ax.get_ylim, ax.set_ylim)):
-            if isinstance(axis.get_major_formatter(), FixedFormatter):
-                continue  # categorical ticks, set by hand inside the limits
-            limits = get_lim()
-            low, high = sorted(limits)
-            set_lim(limits)
-            span = (high - low) * 1e-9
-            axis.set_ticks([t for t in axis.get_ticklocs() if low - span <= t <= high + span])
-
-
-def clipped_texts(figure: Figure, tolerance: float = 1.0, drawn: bool = False) -> list[str]:
-    """The visible texts of ``figure`` that stick out of it (cut off in the PNG), e.g. a legend too wide;
-    ``drawn``: the figure was just drawn (saved) as it is, so its last layout is measured without drawing again."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = figure.canvas if drawn and isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
-    if canvas is not figure.canvas or not drawn:
-        canvas.draw()
-    renderer = canvas.get_renderer()
-    width, height = canvas.get_width_height()
-    out = []
-    for artist in figure.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent")):
-        text = artist.get_text() if callable(getattr(artist, "get_text", None)) else ""
-        if not isinstance(text, str) or not text.strip() or not artist.get_visible():
-            continue
-        box = artist.get_window_extent(renderer)
-        if box.width <= 0 or box.height <= 0:
-            continue
-        if box.x0 < -tolerance or box.y0 < -tolerance or box.x1 > width + tolerance or box.y1 > height + tolerance:
-            out.append(text)
-    return out
-
-
 def _figure(report: Report, figure: Figure, name: str, caption: str, frame: pd.DataFrame) -> None:
-    """The figure's PNG and, beside it, the frame it was drawn from as ``figures/<name>.csv``; ``Report.figure``
-    refuses overlapping labels, and a label cut off at the edge is a ValueError too (measured on the layout just
-    saved: a third drawing of every figure would cost more than the rest of the report)."""
-    _ticks_inside(figure)
-    path = report.figure(figure, name, caption)
-    cut = clipped_texts(figure, drawn=True)
-    if cut:
-        raise ValueError(f"figure {name}: {len(cut)} label(s) cut off at the edge of {path}, e.g. {cut[0]!r}")
-    frame.to_csv(report.output / FIGURES / f"{name}.csv", index=False)
+    """The figure's PNG and, beside it, the frame it was drawn from as ``figures/<name>.csv`` (``Report.figure``
+    refuses overlapping labels and labels cut off at the edge)."""
+    report.figure(figure, name, caption, data=frame)
 
 
 def _suffix(run: RolloutRun, runs: Sequence[RolloutRun]) -> str:

@@ -389,14 +389,6 @@ def _column_name(column: str) -> str:
     return DISPLAY_COLUMNS.get(column, label_name(column))
 
 
-def _write_csv(report: Report, name: str, frame: pd.DataFrame) -> Path:
-    """``figures/<name>.csv`` beside the figure's PNG."""
-    path = report.output / "figures" / f"{name}.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path
-
-
 def _percent(value: float) -> str:
     return f"{100 * value:.1f} %"
 
@@ -683,7 +675,6 @@ def _position_section(report: Report, run: Run) -> None:
         report.paragraph("No RPP instance in this run.")
         return
     frame = position_accuracy(records)
-    _write_csv(report, "rpp_position", frame)
     pooled = frame[frame["scope"] == "all"]
     report.figure(
         position_figure(frame),
@@ -692,6 +683,7 @@ def _position_section(report: Report, run: Run) -> None:
         f"scenario and pooled, with ± 1 standard error sqrt(p(1-p)/n); bars: instances per bin "
         f"({int(pooled['n'].sum())} in all). The paper's Figure 4 pools the predictions of ten models; this is one "
         "run. Numbers: figures/rpp_position.csv.",
+        data=frame,
     )
     shown = pooled[pooled["n"] > 0]
     if not shown.empty:
@@ -720,13 +712,13 @@ def _label_section(report: Report, run: Run) -> None:
         if shown.empty:
             report.paragraph(f"{task.upper()}: no instance.")
             continue
-        _write_csv(report, f"{task}_label_accuracy", frame)
         report.figure(
             label_accuracy_figure(shown, task),
             f"{task}_label_accuracy",
             f"{task.upper()} accuracy of {run.label} per gold label and scenario"
             + (" (black diamonds: the paper's ten-model mean, App. E.2)" if task == "rpp" else "")
             + f". Numbers: figures/{task}_label_accuracy.csv.",
+            data=frame,
         )
         if not absent.empty:
             names = ", ".join(f"{r.label_name} ({r.scope})" for r in absent.itertuples())
@@ -746,23 +738,23 @@ def _confusion_section(report: Report, run: Run) -> None:
             if frame.empty:
                 continue
             name = f"{task}_confusion_{scope}"
-            _write_csv(report, name, frame)
             what = "relation pattern" if task == "rpp" else "support strategy"
             report.figure(
                 confusion_figure(frame, f"{task.upper()} {SCOPE_TITLES[scope].lower()}: gold {what} x top-1"),
                 name,
                 f"{task.upper()}, {SCOPE_TITLES[scope].lower()} sessions, {run.label}: gold x top-1 {what}, "
                 f"row-normalised. Numbers: figures/{name}.csv.",
+                data=frame,
             )
     kinds = target_kind_frame(run.results)
     if not kinds.empty:
-        _write_csv(report, "stp_target_kind", kinds)
         wrong = run.results["tasks"]["stp"]["scopes"]["all"].get("details", {}).get("wrong_individual")
         report.figure(
             target_kind_figure(kinds),
             "stp_target_kind",
             f"STP, {run.label}: the gold target's kind (one person, or the group label Couple/Family) x the kind "
             "of the top-1 answer, per scope, row-normalised. Numbers: figures/stp_target_kind.csv.",
+            data=kinds,
         )
         if wrong is not None:
             report.paragraph(f"STP: {wrong} answers (pooled) named one person where the gold is another person.")
@@ -771,12 +763,11 @@ def _confusion_section(report: Report, run: Run) -> None:
 def _paper_section(report: Report, run: Run) -> None:
     report.heading("Next to the paper (Table 5)")
     frame = paper_comparison(run.results)
-    _write_csv(report, "paper_comparison", frame)
     notes = [paper.ITP_NOTE]
     config = run.config
     if config.get("bertscore", True) and "distilbert" not in str(config.get("bertscore_model", "")):
         notes.append(
-            f"BERTScore here uses `{config.get('bertscore_model')}`, the paper DistilBERT: the values are not "
+            f"BERTScore here uses `{config.get('bertscore_model')}`, the paper's DistilBERT: the values are not "
             "comparable."
         )
     if config.get("vp_rubric") == "authors":
@@ -788,6 +779,7 @@ def _paper_section(report: Report, run: Run) -> None:
         "interval, the best of the paper's ten LLMs (per column) and their average. † "
         + paper.ITP_NOTE
         + " Numbers: figures/paper_comparison.csv.",
+        data=frame,
     )
     rows = []
     for row in frame.itertuples():
