@@ -7,6 +7,8 @@
     rescue-bench evaluate --tasks itp,rpp,... --agent NAME [--model M] [--judge-model J] --output runs/NAME
     rescue-bench rollout --policy NAME|ALGO:MODEL.zip | --model M [--split train|test|all] [--episodes N]
                          [--few-shot K] [--history] [--reward PRESET] --output runs/NAME [--json] [--render N]
+    rescue-bench report RUN_DIR [RUN_DIR ...] | --data PATH [-o DIR] [--episode SAMPLE_ID]
+    rescue-bench dynamics fit | report [PATH]
 
 PATH is the release JSONL, a directory of per-sample JSON files, or ``demo`` (the default: the embedded demo
 data). Errors are reported as one line each, never as a traceback.
@@ -386,7 +388,8 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "  rescue-bench evaluate --model mock --tasks all --output runs/mock   # offline smoke test\n"
         "  rescue-bench evaluate --data benchmark_191.jsonl --tasks itp,rpp --model openai/gpt-4o-mini "
         "--api-key-env OPENAI_API_KEY --judge-model openai/gpt-4o --output runs/gpt-4o-mini\n"
-        "  rescue-bench evaluate --model openai/my-model --api-base http://127.0.0.1:8000/v1 --output runs/local",
+        "  rescue-bench evaluate --model openai/my-model --api-base http://127.0.0.1:8000/v1 --output runs/local\n"
+        "  rescue-bench evaluate --model openai/gpt-4o-mini --tasks rpp --limit 20 --dry-run   # see the prompts first",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     data = evaluate.add_argument_group("data")
@@ -848,6 +851,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if judged:
         print(f"failed judge verdicts (not scored): {judged}")
     print(f"results: {output}/results.md, results.json, results.csv, predictions.jsonl")
+    print(f"figures and an HTML report: rescue-bench report {output}")
     if (failures or judged) and not args.allow_failures:
         failed = sum(task["failures"] for task in results["tasks"].values())
         failed_judge = sum(task["judge_failures"] for task in results["tasks"].values())
@@ -1043,6 +1047,7 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     _print_tally(tally)
     failed = report.scopes["all"].failed_steps
     print(f"results: {output}/results.md, results.json, results.csv, trajectories.jsonl", file=out)
+    print(f"figures and an HTML report: rescue-bench report {output}", file=out)
     if failed and not args.allow_failures:
         retry = "api_error" in report.scopes["all"].failures
         print(
