@@ -185,6 +185,15 @@ def vp_judge_messages(
 _INT_STRING = re.compile(r"[+-]?\d+(?:\.0*)?")
 
 
+def task_judge_messages(task: str, request: Mapping[str, Any], rubric: Rubric = "likert") -> list[dict[str, str]]:
+    """The judge's messages for ``task`` ("er" or "vp") from ``task.judge_request(instance, prediction)``."""
+    if task == "er":
+        return er_judge_messages(**request)
+    if task == "vp":
+        return vp_judge_messages(**request, rubric=rubric)
+    raise ValueError(f"no judge for task {task!r}; only er and vp are judged")
+
+
 def _integer(payload: Mapping[str, Any], key: str, low: int, high: int) -> tuple[int | None, str | None]:
     """A range-checked integer-valued field: 4, 4.0 and "4" pass; 3.5, "high", true, 0/6 (for 1-5) fail."""
     if key not in payload or payload[key] is None:

@@ -370,9 +370,7 @@ class Evaluation(ModelRun):
             request = task.judge_request(instance, prediction)
             if request is None:
                 return None, None
-            builder = judging.er_judge_messages if task.name == "er" else judging.vp_judge_messages
-            kwargs = {"rubric": rubric} if task.name == "vp" else {}
-            messages = builder(**request, **kwargs)
+            messages = judging.task_judge_messages(task.name, request, rubric)
             self.save_prompt(messages, "judge", task=task.name, instances=[instance.instance_id])
             completion = await client.complete(messages)
             verdict = await judging.judge(_answered(completion), messages, rubric)

@@ -9,25 +9,32 @@ from collections.abc import Sequence
 
 CHARSET = frozenset(string.printable) - frozenset("\x0b\x0c\r")
 """Characters of the ``context`` observation: printable ASCII, tab and newline."""
-_REPLACEMENTS = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u2013": "-",
-        "\u2014": "-",
-        "\u2026": "...",
-        "\u00a0": " ",
-    }
+_REPLACEMENTS: tuple[tuple[str, str], ...] = (
+    ("\u2018", "'"),
+    ("\u2019", "'"),
+    ("\u201c", '"'),
+    ("\u201d", '"'),
+    ("\u2013", "-"),
+    ("\u2014", "-"),
+    ("\u2026", "..."),
+    ("\u00a0", " "),
 )
+
+
+# Any one character outside CHARSET (a regex scan runs in C: the task envs normalise whole prompts)
+_OUTSIDE = re.compile(f"[^{re.escape(''.join(sorted(CHARSET)))}]")
+
+
+def _outside(match: re.Match[str]) -> str:
+    return "" if unicodedata.combining(match.group()) else "?"
 
 
 def normalise_text(text: str) -> str:
     """Map any transcript text into ``CHARSET``: typographic punctuation to ASCII, accents stripped (NFKD),
     anything else left (control characters, symbols) becomes ``?``."""
-    text = unicodedata.normalize("NFKD", text.translate(_REPLACEMENTS))
-    return "".join(c if c in CHARSET else ("" if unicodedata.combining(c) else "?") for c in text)
+    for typographic, plain in _REPLACEMENTS:  # str.replace per character: ~15x faster than str.translate here
+        text = text.replace(typographic, plain)
+    return _OUTSIDE.sub(_outside, unicodedata.normalize("NFKD", text))
 
 
 def has_any(text: str, phrases: Sequence[str]) -> bool:
