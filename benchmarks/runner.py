@@ -86,6 +86,10 @@ class EvalConfig(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)  # NaN fails both bounds: a NaN run could never resume
     seed: int = 0
     bootstrap: int = Field(default=1000, ge=0)
+    # Trained agents (``trained:NAME``): grouped K-fold cross-fitting (benchmarks/solvers/crossfit.py); the seed
+    # deals the folds. ``crossfit_grouping`` other than "family" exists only to show what a leaky protocol reports.
+    crossfit_folds: int = Field(default=5, ge=2)
+    crossfit_grouping: Literal["family", "number", "instance"] = "family"
 
     def result_keys(self) -> dict[str, Any]:
         """The settings a resumed run must share with the stored one."""
@@ -167,8 +171,21 @@ class Evaluation(ModelRun):
         self.failure_limit = 0
         if config.mode not in MODES:
             raise ValueError(f"unknown mode {config.mode!r}")
-        if config.agent not in (*BASELINES, "litellm"):
-            raise ValueError(f"unknown agent {config.agent!r}; choose from {', '.join((*BASELINES, 'litellm'))}")
+        if config.agent.startswith("trained:"):
+            from benchmarks.solvers import SOLVERS, TASKS
+
+            if config.agent.removeprefix("trained:") not in SOLVERS:
+                raise ValueError(
+                    f"unknown trained agent {config.agent!r}; choose from trained:{', trained:'.join(SOLVERS)}"
+                )
+            untrained = [t for t in config.tasks if t not in TASKS]
+            if untrained:
+                raise ValueError(
+                    f"{config.agent} answers {', '.join(TASKS)} only; drop {','.join(untrained)} from --tasks"
+                )
+        elif config.agent not in (*BASELINES, "litellm"):
+            choices = ", ".join((*BASELINES, "litellm", "trained:linear"))
+            raise ValueError(f"unknown agent {config.agent!r}; choose from {choices}")
         if config.agent == "litellm" and not config.model:
             raise ValueError("--agent litellm needs --model (any litellm model string)")
         self.dataset = dataset or load_dataset(config.data, sample_ids=config.sample_ids)
@@ -276,9 +293,7 @@ class Evaluation(ModelRun):
     def _failed_call(self, error: str | None, judge: bool = False) -> None:
         self.tally.add(f"judge: {error}" if judge else str(error))
 
-    async def _ask(
-        self, batch: Sequence[Instance], messages: list[dict[str, str]], agent: BaselineAgent | None
-    ) -> AgentReply:
+    async def _ask(self, batch: Sequence[Instance], messages: list[dict[str, str]], agent: Any) -> AgentReply:
         if agent is not None:
             return AgentReply(text=agent.answer(batch))
         completion = await self._client_for(judge=False).complete(messages)
@@ -302,10 +317,25 @@ class Evaluation(ModelRun):
         pending = [i for i in instances if store.needs_answer(i)]
         if not pending:
             return
-        agent = None
+        agent: Any = None
+        options = PromptOptions(mode=self.config.mode, context_size=self.config.context_size)
         if self.config.agent in BASELINES:
             agent = BaselineAgent(self.config.agent, task, self.samples, instances, seed=self.config.seed)  # type: ignore[arg-type]
-        options = PromptOptions(mode=self.config.mode, context_size=self.config.context_size)
+        elif self.config.agent.startswith("trained:"):
+            from benchmarks.solvers import CrossFitAgent
+
+            bar.describe(f"{task.name.upper()} fitting")
+            agent = CrossFitAgent(
+                self.config.agent.removeprefix("trained:"),
+                task,
+                self.samples,
+                instances,
+                options,
+                folds=self.config.crossfit_folds,
+                seed=self.config.seed,
+                grouping=self.config.crossfit_grouping,
+            )
+            bar.describe(task.name.upper())
         batches = self._unfinished_batches(task, instances, store)
         waiting = {i.instance_id for i in pending}
 

@@ -2,8 +2,9 @@
 policies. LLM agents live in ``agents``.
 
 Every policy follows ``policies.base.Policy``: ``reset(seed)`` at the start of an episode, ``act(observation,
-env)`` returning RescueEnv's ``Dict`` action. ``make_policy(name, env, seed)`` builds one by registry name, or
-loads a trained stable-baselines3 model named ``ppo:PATH.zip`` / ``a2c:PATH.zip`` (``policies.sb3``).
+env)`` returning RescueEnv's ``Dict`` action. ``make_policy(name, env, seed)`` builds one by registry name
+(``cloning``: behavioural cloning of the recorded therapist in the replays, ``policies.cloning``), or loads a trained
+stable-baselines3 model named ``ppo:PATH.zip`` / ``a2c:PATH.zip`` (``policies.sb3``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from policies.base import Policy, make_action
+from policies.cloning import CloningPolicy
 from policies.heuristic import HeuristicPolicy, PerceivedStatePolicy
 from policies.imitation import ImitationPolicy
 from policies.reference import (
@@ -44,6 +46,7 @@ POLICIES: dict[str, type] = {
     "recorded": RecordedTherapist,
     "perceived": PerceivedStatePolicy,
     "imitation": ImitationPolicy,
+    "cloning": CloningPolicy,
 }
 """Registry name -> policy class (each has ``from_env(env, seed)``)."""
 
@@ -57,8 +60,9 @@ TRAINED = tuple(ALGORITHMS)
 
 SIM_ONLY = frozenset({"recorded", "perceived", "imitation"})
 """Policies of ``RescueSim-v0`` only (they read its perceived state or replay its recorded actions)."""
-REPLAY_ONLY = frozenset({"oracle", "majority"})
-"""Policies of the replays only (they read the gold of the next row, which a closed loop does not have)."""
+REPLAY_ONLY = frozenset({"oracle", "majority", "cloning"})
+"""Policies of the replays only (they read, or are fitted on, the gold of the next row, which a closed loop does not
+have)."""
 
 
 def is_policy_name(name: str) -> bool:
@@ -68,8 +72,8 @@ def is_policy_name(name: str) -> bool:
 
 
 def make_policy(name: str, env: RescueEnv, seed: int | None = 0) -> Policy:
-    """The policy ``name`` for ``env`` (``majority`` is fitted on the env's conversations; ``ppo:PATH.zip`` and
-    ``a2c:PATH.zip`` load a trained model and its sidecar)."""
+    """The policy ``name`` for ``env`` (``majority`` and ``cloning`` are fitted on the env's conversations;
+    ``ppo:PATH.zip`` and ``a2c:PATH.zip`` load a trained model and its sidecar)."""
     algo, sep, path = name.partition(":")
     if sep and algo in TRAINED:
         from policies.sb3 import SB3Policy
@@ -95,6 +99,7 @@ __all__ = [
     "AlwaysLastSpeaker",
     "AlwaysMostDistressed",
     "AlwaysMostVocal",
+    "CloningPolicy",
     "ImitationPolicy",
     "PerceivedStatePolicy",
     "RecordedTherapist",

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 EVERYONE = -1
 
 
-class _Constant:
+class ConstantClassifier:
     """A classifier stand-in when the training data has a single class."""
 
     def __init__(self, label: int) -> None:
@@ -34,12 +34,12 @@ class _Constant:
         return np.ones((len(X), 1))
 
 
-def _classifier(X: np.ndarray, y: np.ndarray, seed: int):
+def fit_classifier(X: np.ndarray, y: np.ndarray, seed: int):
     from sklearn.linear_model import LogisticRegression
 
     labels = np.unique(y)
     if labels.size == 1:
-        return _Constant(int(labels[0]))
+        return ConstantClassifier(int(labels[0]))
     return LogisticRegression(max_iter=2000, random_state=seed).fit(X, y)
 
 
@@ -80,9 +80,9 @@ class ImitationPolicy:
             raise ValueError("the recorded therapist never intervened on these starts: nothing to imitate")
         return cls(
             features,
-            _classifier(X_, z_, seed),
-            _classifier(X_[on], np.asarray(who)[on], seed),
-            _classifier(X_[on], np.asarray(how)[on], seed),
+            fit_classifier(X_, z_, seed),
+            fit_classifier(X_[on], np.asarray(who)[on], seed),
+            fit_classifier(X_[on], np.asarray(how)[on], seed),
             seed,
         )
 

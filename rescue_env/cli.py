@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(commands)
     _add_rollout(commands)
     _add_report(commands)
+    _add_compare(commands)
+    _add_export(commands)
     _add_dynamics(commands)
     _use_formatter(parser)
     return parser
@@ -389,7 +391,8 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "  rescue-bench evaluate --data benchmark_191.jsonl --tasks itp,rpp --model openai/gpt-4o-mini "
         "--api-key-env OPENAI_API_KEY --judge-model openai/gpt-4o --output runs/gpt-4o-mini\n"
         "  rescue-bench evaluate --model openai/my-model --api-base http://127.0.0.1:8000/v1 --output runs/local\n"
-        "  rescue-bench evaluate --model openai/gpt-4o-mini --tasks rpp --limit 20 --dry-run   # see the prompts first",
+        "  rescue-bench evaluate --model openai/gpt-4o-mini --tasks rpp --limit 20 --dry-run  # see the prompts first\n"
+        "  rescue-bench evaluate --agent trained:linear --crossfit --tasks itp,rpp,stp,ssp    # a trained solver",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     data = evaluate.add_argument_group("data")
@@ -416,8 +419,16 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--agent",
         default=None,
-        help="oracle, random, majority, heuristic, or litellm (default: litellm if --model, else heuristic)",
+        help="oracle, random, majority, heuristic, litellm, or trained:linear (a scikit-learn solver of ITP, RPP, "
+        "STP and SSP, with --crossfit) (default: litellm if --model, else heuristic)",
     )
+    model.add_argument(
+        "--crossfit",
+        action="store_true",
+        help="trained agents: grouped K-fold cross-fitting by family (each instance predicted by a model that "
+        "never saw its couple or family; --seed deals the folds)",
+    )
+    model.add_argument("--folds", type=_count(2), default=5, metavar="K", help="cross-fitting folds")
     _add_model_arguments(model)
     prompt = evaluate.add_argument_group("prompts")
     prompt.add_argument(
@@ -783,7 +794,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from benchmarks.runner import API_FAILURE, EvalConfig, Evaluation
 
     agent = args.agent or ("litellm" if args.model else "heuristic")
-    output = args.output or f"runs/{(args.model or agent).replace('/', '_')}"
+    output = args.output or f"runs/{(args.model or agent).replace('/', '_').replace(':', '-')}"
     tally = ErrorTally()
     evaluation: Evaluation | None = None
     try:
@@ -812,7 +823,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             seed=args.seed,
             bootstrap=args.bootstrap,
+            crossfit_folds=args.folds,
         )
+        if agent.startswith("trained:") and not args.crossfit:
+            raise ValueError(
+                f"--agent {agent} is evaluated by cross-fitting: add --crossfit (grouped {args.folds}-fold by family)"
+            )
+        if args.crossfit and not agent.startswith("trained:"):
+            raise ValueError("--crossfit is for trained agents (--agent trained:linear)")
         if args.limit is not None and args.limit < 0:
             raise ValueError(f"--limit must be >= 0, got {args.limit}")
         _check_output(output)
@@ -867,6 +885,102 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def _add_compare(commands: argparse._SubParsersAction) -> None:
+    compare = commands.add_parser(
+        "compare",
+        help="trained solvers and built-in agents on ITP/RPP/STP/SSP next to the paper's LLMs (Tables 5, 11)",
+        description=textwrap.fill(
+            "Train and cross-fit the trained solvers (grouped K-fold by family, seeds 0-4 by default), run the "
+            "built-in baselines, and write comparison.md / comparison.csv: every solver x ITP P/R/F1, RPP accuracy, "
+            "STP R@1/MRR, SSP R@1/MRR, per scenario and pooled, mean and min-max over seeds, next to the paper's best "
+            "and average LLM. Each run is a rescue-bench evaluate directory under OUTPUT (rescue-bench report reads "
+            "it). --leaky-protocols adds, once, what two wrong protocols (families grouped by number; instances "
+            "dealt at random) would report.",
+            width=100,
+        ),
+        epilog="example:\n  rescue-bench compare --data benchmark_191.jsonl -o runs/compare",
+    )
+    compare.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo'")
+    compare.add_argument("--output", "-o", default="runs/compare", metavar="DIR", help="output directory")
+    compare.add_argument("--seeds", default="0,1,2,3,4", metavar="LIST", help="comma-separated fold seeds")
+    compare.add_argument("--folds", type=_count(2), default=5, metavar="K", help="cross-fitting folds")
+    compare.add_argument("--baselines", default="majority,heuristic", metavar="LIST", help="built-in agents to run")
+    compare.add_argument("--bootstrap", type=_count(0), default=1000, metavar="N", help="bootstrap resamples")
+    compare.add_argument("--leaky-protocols", action="store_true", help="also show what wrong protocols report")
+    compare.set_defaults(handler=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from agents.baselines import BASELINES
+    from benchmarks.solvers.comparison import compare_solvers
+
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        print(f"error: --seeds must be comma-separated integers, got {args.seeds!r}", file=sys.stderr)
+        return 2
+    baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    unknown = [b for b in baselines if b not in BASELINES]
+    if not seeds or unknown:
+        what = f"unknown baseline(s) {', '.join(unknown)}" if unknown else "no seed given"
+        print(f"error: {what}; baselines: {', '.join(BASELINES)}", file=sys.stderr)
+        return 2
+    _check_output(args.output)
+    dataset = load_dataset(args.data)
+    _report_problems(dataset, first=5)
+    if len(dataset) == 0:
+        raise DataError(f"{args.data}: 0 samples loaded; nothing to compare")
+    log = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    compare_solvers(
+        dataset, args.data, Path(args.output), baselines=baselines, seeds=seeds, folds=args.folds,
+        bootstrap=args.bootstrap, leaky=args.leaky_protocols, log=log,
+    )  # fmt: skip
+    print((Path(args.output) / "comparison.md").read_text(encoding="utf-8"))
+    print(f"comparison: {args.output}/comparison.md, comparison.csv (and one run directory per solver and seed)")
+    return 0
+
+
+def _add_export(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser("export", help="export datasets for other tools (Minari, for offline RL)")
+    formats = export.add_subparsers(dest="export_format", metavar="FORMAT", required=True)
+    minari = formats.add_parser(
+        "minari",
+        help="the recorded therapist's trajectories as a local Minari dataset (offline RL)",
+        description=textwrap.fill(
+            "Play every conversation of the chosen side of the grouped split once with the recorded therapist's "
+            "(gold) action at every decision point and write a local Minari dataset (observations, actions, "
+            "rewards, terminations, truncations) that offline-RL libraries load with minari.load_dataset. Built from "
+            "your data: it holds the conversations' text, so it carries the data's terms of use.",
+            width=100,
+        ),
+    )
+    minari.add_argument("--data", default=DEMO, metavar="PATH", help="release JSONL, directory, or 'demo'")
+    minari.add_argument(
+        "--env", dest="env_id", default="Rescue-v1", help="Rescue-v0, Rescue-v1, RescueSim-v0 or a flat id"
+    )
+    minari.add_argument("--output", "-o", default=None, metavar="DIR", help="dataset root (default: Minari's)")
+    minari.add_argument("--dataset-id", default=None, metavar="ID", help="namespace/name-vN (default: from --env)")
+    minari.add_argument("--split", choices=["train", "test", "all"], default="all", help="side of the grouped split")
+    minari.add_argument("--seed", type=int, default=0, help="seed of the split and of the episodes")
+    minari.add_argument("--overwrite", action="store_true", help="replace a dataset of the same id")
+    minari.set_defaults(handler=_cmd_export_minari)
+
+
+def _cmd_export_minari(args: argparse.Namespace) -> int:
+    from rescue_env.offline import export_minari
+
+    try:
+        folder = export_minari(
+            args.data, args.env_id, output=args.output, dataset_id=args.dataset_id, split=args.split,
+            seed=args.seed, overwrite=args.overwrite,
+        )  # fmt: skip
+    except ValueError as exc:
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    print(f"Minari dataset: {folder}")
     return 0
 
 

@@ -10,7 +10,7 @@ from conftest import make_row
 from gymnasium.utils.env_checker import check_env
 
 import rescue_env  # noqa: F401  (registers the ids)
-from policies import POLICIES, make_policy
+from policies import POLICIES, REPLAY_ONLY, make_policy
 from policies.base import make_action
 from policies.imitation import ImitationPolicy
 from rescue_env.data import Dataset, load_dataset
@@ -307,7 +307,7 @@ def test_recorded_action_is_what_the_therapist_did():
 def test_policies_play_the_sim_and_refuse_the_wrong_env(demo, model):
     env = RescueSimEnv(demo, starts="all", dynamics=model)
     for name in POLICIES:
-        if name in ("oracle", "majority"):
+        if name in REPLAY_ONLY:
             with pytest.raises(ValueError, match="replays"):
                 make_policy(name, env)
             continue

@@ -1,0 +1,148 @@
+"""What a trained solver reads of an instance: exactly what the task's prompt shows a model, and nothing else.
+
+The source is the task's own prompt for a batch of this one instance (``task.render``): its item block (the rows
+shown, in the chosen ``--mode``; the candidates; the question) parsed back with ``rescue_env.rendering``'s row
+parser. So a solver sees the same rows, words, speakers, addressees, timing and (by mode) tone and visual cues as
+an LLM, and no annotation of any row: ``render`` never reads one (tested for the prompts), and a test rewrites every
+annotation of a copy of the data and checks that every feature of every instance is unchanged.
+
+``InstanceView`` holds the parsed item; ``text_fields`` and ``structure`` turn it into the inputs of the models in
+``benchmarks.solvers.models``; ``candidate_features`` describes one STP candidate against the rows shown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from benchmarks.base import Instance, PromptOptions
+from rescue_env.data.domain import GROUP_SPEAKERS, THERAPIST
+from rescue_env.data.schema import Sample
+from rescue_env.rendering import ROW_START, ParsedRow
+
+__all__ = ["InstanceView", "candidate_features", "structure", "text_fields", "view"]
+
+TAIL = 2  # rows whose words form the "tail" text field: the last turns carry most of the signal
+CONTEXT = 8  # rows of the "context" text field (RPP shows every earlier row: the recent ones say what is going on)
+_ITEM = re.compile(r"### Item 1\n(.*?)\n\nAnswer every item", re.S)
+_GROUP_WORDS = ("we", "us", "our", "both", "together", "each other", "family", "everyone", "all of you")
+
+
+@dataclass(frozen=True)
+class InstanceView:
+    """The item block of an instance's prompt, parsed: the rows shown and the other lines (question, candidates)."""
+
+    rows: tuple[ParsedRow, ...]
+    other: str
+    """The item's lines that are not rows (e.g. "Candidates: ...", "Target row: ... spoken by ...")."""
+
+
+def item_block(task: ModuleType, instance: Instance, samples: Mapping[str, Sample], options: PromptOptions) -> str:
+    """The ``### Item 1`` block of the prompt ``task`` sends for this one instance."""
+    content = task.render([instance], samples, options)[-1]["content"]
+    match = _ITEM.search(content)
+    if match is None:  # every task's envelope has this shape (benchmarks.prompting.envelope)
+        raise ValueError(f"{task.name}: no item block in the prompt of {instance.instance_id}")
+    return match.group(1)
+
+
+def view(task: ModuleType, instance: Instance, samples: Mapping[str, Sample], options: PromptOptions) -> InstanceView:
+    blocks: list[str] = []
+    other: list[str] = []
+    for line in item_block(task, instance, samples, options).split("\n"):
+        if ROW_START.match(line):
+            blocks.append(line)
+        elif line.startswith("    ") and blocks:
+            blocks[-1] += "\n" + line  # a row's evidence line (overlapping speech, tone, visual cues)
+        elif line.strip() and line.strip() != "Rows shown:":
+            other.append(line)
+    return InstanceView(rows=tuple(ParsedRow(b) for b in blocks), other="\n".join(other))
+
+
+def _role(speaker: str) -> str:
+    if speaker == THERAPIST:
+        return "therapist"
+    return "group" if speaker in GROUP_SPEAKERS else "client"
+
+
+def text_fields(item: InstanceView) -> tuple[str, str]:
+    """Two documents: the last ``CONTEXT`` rows shown (words and evidence, each row prefixed by its speaker's
+    role, names dropped so that a model learns roles, not people) and the last ``TAIL`` rows with the item's
+    other lines (the question, the candidates)."""
+
+    def document(rows: Sequence[ParsedRow]) -> str:
+        parts = []
+        for row in rows:
+            role = _role(row.speaker)
+            evidence = row.body.partition("\n")[2]  # tone / visual / overlapping lines, when the mode shows them
+            parts.append(f"{role}_says {row.words} {evidence}")
+        return "\n".join(parts)
+
+    return document(item.rows[-CONTEXT:]), document(item.rows[-TAIL:]) + "\n" + item.other
+
+
+def structure(item: InstanceView) -> np.ndarray:
+    """Turn-taking and timing features of the rows shown (all observable): how far into the session (the row
+    number shown, binned and logged), how many rows, the therapist's share, who spoke last and second last, a
+    question at the end, the last row's length, overlapping speech, and whether the last client addressed the
+    therapist or another participant."""
+    rows = item.rows
+    last = rows[-1] if rows else None
+    before = rows[-2] if len(rows) > 1 else None
+    therapist = [r.speaker == THERAPIST for r in rows]
+    last_words = last.words if last else ""
+    number = (last.position or 0) if last else 0  # the row number the prompt shows: how far into the session
+    bins = [float(low <= number < high) for low, high in ((0, 10), (10, 25), (25, 45), (45, 10**6))]
+    return np.array(
+        [
+            *bins,
+            math.log1p(number),
+            math.log1p(len(rows)),
+            float(np.mean(therapist)) if rows else 0.0,
+            float(bool(last and last.speaker == THERAPIST)),
+            float(bool(before and before.speaker == THERAPIST)),
+            float(last_words.rstrip().endswith("?")),
+            math.log1p(len(last_words.split())),
+            float(any(r.overlapping for r in rows[-TAIL:])),
+            float(bool(last and THERAPIST in last.addressees)),
+            float(bool(last and any(a not in (THERAPIST, "") for a in last.addressees))),
+            float(len({r.speaker for r in rows if r.speaker and r.speaker != THERAPIST})),
+        ],
+        dtype=np.float64,
+    )
+
+
+def candidate_features(item: InstanceView, candidate: str, candidates: Sequence[str]) -> np.ndarray:
+    """One STP candidate against the rows shown: is it the group label; did it speak last, second last, at all;
+    its share of the client turns; how recently it spoke; was it addressed in the last rows; is it named in
+    them; and, for the group label, how often the tail speaks of the group ("we", "both", "together")."""
+    rows = item.rows
+    is_group = candidate in GROUP_SPEAKERS
+    clients = [r for r in rows if r.speaker and r.speaker != THERAPIST]
+    spoke = [k for k, r in enumerate(rows) if r.speaker == candidate]
+    since = len(rows) - 1 - spoke[-1] if spoke else len(rows) + 1
+    tail = rows[-TAIL:]
+    tail_words = " ".join(r.words.lower() for r in tail)
+    group_talk = sum(len(re.findall(rf"\b{re.escape(w)}\b", tail_words)) for w in _GROUP_WORDS)
+    clients_shown = len({r.speaker for r in clients})
+    return np.array(
+        [
+            float(is_group),
+            float(bool(rows) and rows[-1].speaker == candidate),
+            float(len(rows) > 1 and rows[-2].speaker == candidate),
+            float(bool(spoke)),
+            (len([r for r in clients if r.speaker == candidate]) / len(clients)) if clients else 0.0,
+            1.0 / (1.0 + since),
+            float(any(candidate in r.addressees for r in tail)),
+            float(candidate.lower() in tail_words) if not is_group else 0.0,
+            math.log1p(group_talk) if is_group else 0.0,
+            float(is_group) * clients_shown,
+            float(len(candidates)),
+        ],
+        dtype=np.float64,
+    )

@@ -1,0 +1,151 @@
+"""The trained solvers and their protocol (benchmarks/solvers/): features read only what the prompt shows, folds
+hold whole couples and families, an instance's answer never depends on its own fold's gold, and the CLI runs them
+(`evaluate --agent trained:linear --crossfit`, `compare`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.base import PromptOptions
+from benchmarks.registry import get_task
+from benchmarks.solvers import TASKS, CrossFitAgent, assign_folds
+from benchmarks.solvers.features import candidate_features, structure, text_fields, view
+from rescue_env.cli import main
+from rescue_env.data import load_dataset
+from rescue_env.data.schema import Sample
+from rescue_env.data.splits import group_of
+
+
+def _scrubbed(sample: Sample) -> Sample:
+    """Every annotation of every row replaced (what a solver's features must never read)."""
+    scrubbed = sample.model_copy(deep=True)
+    for row in scrubbed.rows:
+        row.internal_emotion, row.viewpoints_attitudes, row.support_strategy = [], [], []
+        row.relation_cycle_state = row.relation_pattern = "scrubbed"
+        row.relation_cycle_reason = row.relation_pattern_reason = "scrubbed"
+        row.utterance_type = "scrubbed"
+    return scrubbed
+
+
+@pytest.fixture(scope="module")
+def demo() -> dict[str, Sample]:
+    return {s.sample_id: s for s in load_dataset("demo")}
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("mode", ["dialogue", "audiovisual"])
+def test_features_are_unchanged_when_every_annotation_and_gold_changes(name, mode, demo) -> None:
+    task = get_task(name)
+    scrubbed = {k: _scrubbed(s) for k, s in demo.items()}
+    options = PromptOptions(mode=mode)
+    for instance in task.build_instances(list(demo.values())):
+        regolded = instance.model_copy(update={"gold": {"anything": "else"}})
+        before, after = view(task, instance, demo, options), view(task, regolded, scrubbed, options)
+        assert text_fields(before) == text_fields(after)
+        assert np.array_equal(structure(before), structure(after))
+        if name == "stp":
+            candidates = instance.inputs["candidates"]
+            for candidate in candidates:
+                assert np.array_equal(
+                    candidate_features(before, candidate, candidates), candidate_features(after, candidate, candidates)
+                )
+        assert "scrubbed" not in json.dumps(text_fields(after))
+
+
+def test_folds_hold_whole_groups_and_the_seed_deals_them(demo) -> None:
+    task = get_task("ssp")
+    instances = task.build_instances(list(demo.values()))
+    groups = group_of(demo.values())
+    for seed in (0, 1):
+        folds = assign_folds(instances, demo, folds=3, seed=seed)
+        assert set(folds) == {i.instance_id for i in instances}
+        by_group: dict[str, set[int]] = {}
+        for instance in instances:
+            by_group.setdefault(groups[instance.sample_id], set()).add(folds[instance.instance_id])
+        assert all(len(f) == 1 for f in by_group.values())  # a couple or family never straddles two folds
+    assert assign_folds(instances, demo, folds=3, seed=0) == assign_folds(instances, demo, folds=3, seed=0)
+    assert assign_folds(instances, demo, folds=3, seed=0) != assign_folds(instances, demo, folds=3, seed=1)
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        assign_folds(instances, demo, folds=1)
+
+
+def test_on_the_release_families_are_grouped_by_their_people_not_their_number(text_file) -> None:
+    samples = {s.sample_id: s for s in load_dataset(text_file)}
+    instances = get_task("rpp").build_instances(list(samples.values()))
+    right = assign_folds(instances, samples, folds=5, seed=0)
+    wrong = assign_folds(instances, samples, folds=5, seed=0, grouping="number")
+    same_family = {f"family_therapy/{n}/merged" for n in ("003", "004", "005")}  # one family (data README)
+
+    def folds_of(assignment: dict[str, int]) -> set[int]:
+        return {assignment[i.instance_id] for i in instances if i.sample_id in same_family}
+
+    assert len(folds_of(right)) == 1
+    assert len(folds_of(wrong)) > 1  # numbered apart, the same people sit on both sides
+
+
+def test_an_answer_never_depends_on_the_gold_of_its_own_fold(demo) -> None:
+    task = get_task("rpp")
+    instances = task.build_instances(list(demo.values()))
+    options = PromptOptions()
+    agent = CrossFitAgent("linear", task, demo, instances, options, folds=3, seed=0)
+    held = [i for i in instances if agent.fold[i.instance_id] == 0]
+    changed = [
+        i.model_copy(update={"gold": {"pattern": "mixed_transition"}}) if agent.fold[i.instance_id] == 0 else i
+        for i in instances
+    ]
+    again = CrossFitAgent("linear", task, demo, changed, options, folds=3, seed=0)
+    assert held and all(agent.answers[i.instance_id] == again.answers[i.instance_id] for i in held)
+    other = [i for i in instances if agent.fold[i.instance_id] != 0]
+    assert any(agent.answers[i.instance_id] != again.answers[i.instance_id] for i in other)  # they trained on it
+
+
+def test_evaluate_runs_a_trained_agent_cross_fitted(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "trained"
+    code = main(
+        ["evaluate", "--agent", "trained:linear", "--crossfit", "--folds", "3", "--tasks", "itp,rpp,stp,ssp",
+         "--bootstrap", "20", "-o", str(out), "--no-progress"]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["tasks"]) == {"itp", "rpp", "stp", "ssp"} and results["config"]["crossfit_folds"] == 3
+    assert all(task["failures"] == 0 for task in results["tasks"].values())
+    records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(records) == sum(t["instances"] for t in results["tasks"].values())
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--agent", "trained:linear", "--tasks", "rpp"], "add --crossfit"),
+        (["--agent", "heuristic", "--crossfit"], "--crossfit is for trained agents"),
+        (["--agent", "trained:linear", "--crossfit", "--tasks", "er"], "drop er"),
+        (["--agent", "trained:deep", "--crossfit", "--tasks", "rpp"], "unknown trained agent"),
+    ],
+)
+def test_trained_agent_misuse_is_one_line(args, message, tmp_path: Path, capsys) -> None:
+    code = main(["evaluate", *args, "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_compare_writes_one_table_next_to_the_paper(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "compare"
+    code = main(["compare", "--data", "demo", "-o", str(out), "--seeds", "0,1", "--folds", "2", "--bootstrap", "20"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| trained:linear |" in printed and "| paper: best LLM |" in printed
+    frame = pd.read_csv(out / "comparison.csv")
+    assert {"majority", "heuristic", "trained:linear", "paper: best LLM", "paper: LLM average"} <= set(frame.solver)
+    trained = frame[frame.solver == "trained:linear"]
+    assert (trained.seeds == 2).all() and (
+        (trained["min"] <= trained["mean"]) & (trained["mean"] <= trained["max"])
+    ).all()
+    best = frame[(frame.solver == "paper: best LLM") & (frame.scope == "Both") & (frame.column == "RPP Acc")]
+    assert best["mean"].item() == pytest.approx(0.456)
+    assert (out / "trained-linear" / "seed-1" / "results.json").is_file()
