@@ -419,8 +419,8 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--agent",
         default=None,
-        help="oracle, random, majority, heuristic, litellm, or trained:linear (a scikit-learn solver of ITP, RPP, "
-        "STP and SSP, with --crossfit) (default: litellm if --model, else heuristic)",
+        help="oracle, random, majority, heuristic, litellm, or trained:linear / trained:minilm (scikit-learn "
+        "solvers of ITP, RPP, STP and SSP, with --crossfit) (default: litellm if --model, else heuristic)",
     )
     model.add_argument(
         "--crossfit",
@@ -907,6 +907,7 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--output", "-o", default="runs/compare", metavar="DIR", help="output directory")
     compare.add_argument("--seeds", default="0,1,2,3,4", metavar="LIST", help="comma-separated fold seeds")
     compare.add_argument("--folds", type=_count(2), default=5, metavar="K", help="cross-fitting folds")
+    compare.add_argument("--solvers", default="linear,minilm", metavar="LIST", help="trained solvers to cross-fit")
     compare.add_argument("--baselines", default="majority,heuristic", metavar="LIST", help="built-in agents to run")
     compare.add_argument("--bootstrap", type=_count(0), default=1000, metavar="N", help="bootstrap resamples")
     compare.add_argument("--leaky-protocols", action="store_true", help="also show what wrong protocols report")
@@ -915,6 +916,7 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     from agents.baselines import BASELINES
+    from benchmarks.solvers import SOLVERS
     from benchmarks.solvers.comparison import compare_solvers
 
     try:
@@ -923,10 +925,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"error: --seeds must be comma-separated integers, got {args.seeds!r}", file=sys.stderr)
         return 2
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
-    unknown = [b for b in baselines if b not in BASELINES]
+    solvers = [b.strip() for b in args.solvers.split(",") if b.strip()]
+    unknown = [b for b in baselines if b not in BASELINES] + [s for s in solvers if s not in SOLVERS]
     if not seeds or unknown:
-        what = f"unknown baseline(s) {', '.join(unknown)}" if unknown else "no seed given"
-        print(f"error: {what}; baselines: {', '.join(BASELINES)}", file=sys.stderr)
+        what = f"unknown name(s) {', '.join(unknown)}" if unknown else "no seed given"
+        print(f"error: {what}; baselines: {', '.join(BASELINES)}; solvers: {', '.join(SOLVERS)}", file=sys.stderr)
         return 2
     _check_output(args.output)
     dataset = load_dataset(args.data)
@@ -935,7 +938,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         raise DataError(f"{args.data}: 0 samples loaded; nothing to compare")
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     compare_solvers(
-        dataset, args.data, Path(args.output), baselines=baselines, seeds=seeds, folds=args.folds,
+        dataset, args.data, Path(args.output), solvers=solvers, baselines=baselines, seeds=seeds, folds=args.folds,
         bootstrap=args.bootstrap, leaky=args.leaky_protocols, log=log,
     )  # fmt: skip
     print((Path(args.output) / "comparison.md").read_text(encoding="utf-8"))

@@ -64,6 +64,18 @@ def make_sample(sample_id: str, speakers: list[str], scenario: str | None = "cou
     return sample
 
 
+def without_annotations(sample: Any) -> Any:
+    """A copy of a ``Sample`` with every annotation of every row replaced: what a prompt, an observation, a
+    heuristic or a solver's features must never read (the leak tests compare before and after)."""
+    copy = sample.model_copy(deep=True)
+    for row in copy.rows:
+        row.internal_emotion, row.viewpoints_attitudes, row.support_strategy = [], [], []
+        row.relation_cycle_state = row.relation_pattern = "scrubbed"
+        row.relation_cycle_reason = row.relation_pattern_reason = "scrubbed"
+        row.utterance_type = "scrubbed"
+    return copy
+
+
 def write_jsonl(path: Path, records: list[Any]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path

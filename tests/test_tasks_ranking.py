@@ -12,7 +12,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from conftest import make_sample
+from conftest import make_sample, without_annotations
 
 from benchmarks import rpp, ssp, stp
 from benchmarks.base import Instance, Prediction, PromptOptions
@@ -198,21 +198,10 @@ def test_changing_the_gold_does_not_change_the_prompt(task: ModuleType) -> None:
         assert task.render(regolded, changed, PromptOptions(mode="audiovisual")) == before
 
 
-def _scrubbed(sample: Sample) -> Sample:
-    """Every annotation of every row replaced (what a prompt or a heuristic must never read)."""
-    scrubbed = sample.model_copy(deep=True)
-    for row in scrubbed.rows:
-        row.internal_emotion, row.viewpoints_attitudes, row.support_strategy = [], [], []
-        row.relation_cycle_state = row.relation_pattern = "scrubbed"
-        row.relation_cycle_reason = row.relation_pattern_reason = "scrubbed"
-        row.utterance_type = "scrubbed"
-    return scrubbed
-
-
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
 def test_prompts_and_heuristics_ignore_annotations(task: ModuleType) -> None:
     samples = _by_id(_demo())
-    scrubbed = {k: _scrubbed(s) for k, s in samples.items()}
+    scrubbed = {k: without_annotations(s) for k, s in samples.items()}
     instances = task.build_instances(_demo())
     for batch in _batches(task, instances)[:8]:
         assert task.render(batch, scrubbed, PromptOptions()) == task.render(batch, samples, PromptOptions())

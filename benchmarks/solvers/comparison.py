@@ -96,7 +96,7 @@ def compare_solvers(
     data: str,
     output: Path,
     *,
-    solvers: Sequence[str] = ("linear",),
+    solvers: Sequence[str] = ("linear", "minilm"),
     baselines: Sequence[str] = ("majority", "heuristic"),
     seeds: Sequence[int] = (0, 1, 2, 3, 4),
     folds: int = 5,

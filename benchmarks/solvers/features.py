@@ -25,7 +25,7 @@ from rescue_env.data.domain import GROUP_SPEAKERS, THERAPIST
 from rescue_env.data.schema import Sample
 from rescue_env.rendering import ROW_START, ParsedRow
 
-__all__ = ["InstanceView", "candidate_features", "structure", "text_fields", "view"]
+__all__ = ["InstanceView", "candidate_features", "last_rows_text", "structure", "text_fields", "view"]
 
 TAIL = 2  # rows whose words form the "tail" text field: the last turns carry most of the signal
 CONTEXT = 8  # rows of the "context" text field (RPP shows every earlier row: the recent ones say what is going on)
@@ -84,6 +84,11 @@ def text_fields(item: InstanceView) -> tuple[str, str]:
         return "\n".join(parts)
 
     return document(item.rows[-CONTEXT:]), document(item.rows[-TAIL:]) + "\n" + item.other
+
+
+def last_rows_text(item: InstanceView, rows: int = 3) -> str:
+    """The words of the last ``rows`` rows shown, one row per line (what the ``minilm`` solver embeds)."""
+    return "\n".join(r.words for r in item.rows[-rows:])
 
 
 def structure(item: InstanceView) -> np.ndarray:

@@ -10,6 +10,10 @@ regression):
 - STP: a pointwise classifier over (instance, candidate) pairs (``candidate_features``: the group label, who
   spoke last, who was addressed, who is named); the answer ranks the instance's candidates by probability.
 
+``minilm``: ``linear`` plus the packaged MiniLM's sentence embedding of the last three rows' words (cached on
+disk by text hash, ``benchmarks.solvers.embeddings``) in the ITP, RPP and SSP models; STP is the same as
+``linear``'s.
+
 Every model is fitted on the instances it is given (``fit``) and answers one instance with the answer item a
 model would send (``answer``). Vectorisers and scalers are fitted on the training instances only.
 """
@@ -24,12 +28,12 @@ from scipy import sparse
 
 from benchmarks.base import Instance
 from benchmarks.ranking import RANKING_KEY, TOP_K
-from benchmarks.solvers.features import InstanceView, candidate_features, structure, text_fields
+from benchmarks.solvers.features import InstanceView, candidate_features, last_rows_text, structure, text_fields
 from rescue_env.taxonomy import relation_patterns, strategies
 
 __all__ = ["SOLVERS", "LinearSolver", "make_solver"]
 
-SOLVERS = ("linear",)
+SOLVERS = ("linear", "minilm")
 TASKS = ("itp", "rpp", "stp", "ssp")
 _GOLD_KEY = {"rpp": "pattern", "ssp": "strategy", "stp": "target"}
 TFIDF: dict[str, Any] = {"ngram_range": (1, 2), "min_df": 2, "max_features": 30000, "sublinear_tf": True}
@@ -40,7 +44,7 @@ def make_solver(name: str, task: str, seed: int = 0) -> LinearSolver:
         raise ValueError(f"unknown solver {name!r}; choose from {', '.join(SOLVERS)}")
     if task not in TASKS:
         raise ValueError(f"no trained solver for {task.upper()} yet; trained solvers answer {', '.join(TASKS)}")
-    return LinearSolver(task, seed=seed)
+    return LinearSolver(task, seed=seed, embeddings=name == "minilm")
 
 
 def _logistic(seed: int, c: float) -> Any:
@@ -52,10 +56,11 @@ def _logistic(seed: int, c: float) -> Any:
 class _TextEncoder:
     """TF-IDF of the two text fields plus the scaled turn-taking features, fitted on the training views."""
 
-    def __init__(self) -> None:
+    def __init__(self, embeddings: bool = False) -> None:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.preprocessing import StandardScaler
 
+        self.embeddings = embeddings
         self.context, self.tail = TfidfVectorizer(**TFIDF), TfidfVectorizer(**TFIDF)
         self.scaler = StandardScaler()
 
@@ -70,6 +75,10 @@ class _TextEncoder:
         fields = [text_fields(v) for v in views]
         numbers = self.scaler.transform(np.stack([structure(v) for v in views]))
         blocks = [self.context.transform([c for c, _ in fields]), self.tail.transform([t for _, t in fields])]
+        if self.embeddings:  # ``minilm``: what the last rows mean, beyond their words
+            from benchmarks.solvers.embeddings import embed
+
+            blocks.append(sparse.csr_matrix(embed([last_rows_text(v) for v in views])))
         return sparse.hstack([*blocks, sparse.csr_matrix(numbers)]).tocsr()
 
 
@@ -94,8 +103,8 @@ class LinearSolver:
 
     C = {"itp": 1.0, "rpp": 1.0, "ssp": 1.0, "stp": 1.0}
 
-    def __init__(self, task: str, seed: int = 0) -> None:
-        self.task, self.seed = task, seed
+    def __init__(self, task: str, seed: int = 0, embeddings: bool = False) -> None:
+        self.task, self.seed, self.embeddings = task, seed, embeddings
         self.models: dict[str, tuple[Any, Any]] = {}
 
     # ----- fitting ------------------------------------------------------------------------------------------
@@ -108,7 +117,7 @@ class LinearSolver:
             chosen = [i for i in instances if scope == "all" or i.scenario == scope]
             if not chosen:
                 continue
-            encoder = _TextEncoder().fit([views[i.instance_id] for i in chosen])
+            encoder = _TextEncoder(self.embeddings).fit([views[i.instance_id] for i in chosen])
             X = encoder.transform([views[i.instance_id] for i in chosen])
             y = [self._label(i) for i in chosen]
             self.models[scope] = (encoder, _classifier(X, y, self.seed, self.C[self.task]))
