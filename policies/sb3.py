@@ -336,6 +336,7 @@ def fit(
         model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=verbose, **hyper)
         model.learn(total_timesteps=timesteps, callback=progress_callback(algo.upper()) if progress else None)
     seconds = time.perf_counter() - start
+    close_monitor_log(env)
     reward = env_kwargs.get("reward", "combined")
     training = {
         "data": base.dataset.source,
@@ -354,6 +355,15 @@ def fit(
     policy = SB3Policy(model, algo, features, settings, training, name=algo)
     policy.bind(base)
     return policy
+
+
+def close_monitor_log(env: Any) -> None:
+    """Close the log file of SB3's ``Monitor`` / ``VecMonitor`` (``env``) once training is over, leaving the env
+    open: SB3 closes it only with the env, and an open file left to the garbage collector warns in whatever runs
+    next."""
+    writer = getattr(env, "results_writer", None)
+    if writer is not None:
+        writer.close()
 
 
 def train(

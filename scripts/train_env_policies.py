@@ -70,7 +70,15 @@ from benchmarks.rollout_results import METRICS, SCOPES, PolicyReport, metric_val
 from benchmarks.runs import versions
 from policies import make_policy
 from policies.base import make_action, unwrapped
-from policies.sb3 import ALGO_DEFAULTS, FEATURE_DEFAULTS, SB3Policy, fit, monitor_path, progress_callback
+from policies.sb3 import (
+    ALGO_DEFAULTS,
+    FEATURE_DEFAULTS,
+    SB3Policy,
+    close_monitor_log,
+    fit,
+    monitor_path,
+    progress_callback,
+)
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.splits import SplitConfig, split_samples
 from rescue_env.dynamics.fitting import outcome_model_for
@@ -265,6 +273,7 @@ def train_generic(
     start = time.perf_counter()
     learner.learn(total_timesteps=timesteps, callback=progress_callback(label) if progress else None)
     seconds = time.perf_counter() - start
+    close_monitor_log(monitored)
     learner.save(model)
     return learner, int(learner.num_timesteps), seconds
 

@@ -62,7 +62,7 @@ from benchmarks.rollout_results import table
 from benchmarks.runs import versions
 from policies import AlwaysInterveneEveryone, make_policy
 from policies.imitation import ImitationPolicy
-from policies.sb3 import monitor_path, progress_callback
+from policies.sb3 import close_monitor_log, monitor_path, progress_callback
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.dynamics.outcome import SupportAction, recipient_kind
 from rescue_env.envs.sim import RescueSimEnv
@@ -549,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     learn_start = time.perf_counter()
     model.learn(total_timesteps=args.timesteps, callback=callbacks)
     wall = time.perf_counter() - learn_start
+    close_monitor_log(vec)
     train_seconds = wall - callback.eval_seconds
     steps = int(model.num_timesteps)
     training = {
