@@ -57,7 +57,15 @@ def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path: Path, command: str, un
         ]
         if command == "evaluate":
             args += ["--tasks", "itp", "--batch-size", "1"]
-        running = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # A test run started in the background (``pytest ... &``) ignores SIGINT, and a child inherits that: the
+        # child gets the default handler back, as a command typed in a terminal has.
+        running = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler),
+        )
         deadline = time.time() + 60
         while server.request_count < 8 and time.time() < deadline:
             time.sleep(0.02)
