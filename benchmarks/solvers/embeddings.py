@@ -10,15 +10,14 @@ from pathlib import Path
 
 import numpy as np
 
+from rescue_env.dynamics.fitting import cache_home
 from rescue_env.embeddings import EMBEDDING_DIM, MiniLM
 
 __all__ = ["embed"]
 
 
 def cache_root() -> Path:
-    root = os.environ.get("RESCUE_ENV_CACHE")
-    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rescue-env"
-    return base / "embeddings" / "all-minilm-l6-v2"
+    return cache_home() / "embeddings" / "all-minilm-l6-v2"
 
 
 def _path(text: str) -> Path:

@@ -17,12 +17,18 @@ from rescue_env.dynamics.outcome import FORMAT_VERSION, OutcomeModel, fit_outcom
 from rescue_env.dynamics.state import StateConfig
 
 
-def cache_dir() -> Path:
-    """``$RESCUE_ENV_CACHE/dynamics``, else ``$XDG_CACHE_HOME/rescue-env/dynamics``, else ``~/.cache/...``."""
+def cache_home() -> Path:
+    """The project's cache folder: ``$RESCUE_ENV_CACHE``, else ``$XDG_CACHE_HOME/rescue-env``, else
+    ``~/.cache/rescue-env``."""
     root = os.environ.get("RESCUE_ENV_CACHE")
     if root:
-        return Path(root) / "dynamics"
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rescue-env" / "dynamics"
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rescue-env"
+
+
+def cache_dir() -> Path:
+    """Where fitted outcome models are cached: ``cache_home() / "dynamics"``."""
+    return cache_home() / "dynamics"
 
 
 def fit_on_split(
