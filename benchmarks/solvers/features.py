@@ -7,7 +7,10 @@ an LLM, and no annotation of any row: ``render`` never reads one (tested for the
 annotation of a copy of the data and checks that every feature of every instance is unchanged.
 
 ``InstanceView`` holds the parsed item; ``text_fields`` and ``structure`` turn it into the inputs of the models in
-``benchmarks.solvers.models``; ``candidate_features`` describes one STP candidate against the rows shown.
+``benchmarks.solvers.models``; ``candidate_features`` describes one STP candidate against the rows shown, and
+``candidate_turns`` / ``candidate_document`` / ``candidate_rows`` add what the ``targeted`` solver reads of it (the
+therapist's last row shown and whom it addressed, the candidate's own last row, its words); ``target_features``
+describes SSP's given target (the prompt's "directed to: ...") against the rows shown.
 """
 
 from __future__ import annotations
@@ -25,12 +28,32 @@ from rescue_env.data.domain import GROUP_SPEAKERS, THERAPIST
 from rescue_env.data.schema import Sample
 from rescue_env.rendering import ROW_START, ParsedRow
 
-__all__ = ["InstanceView", "candidate_features", "last_rows_text", "structure", "text_fields", "view"]
+__all__ = [
+    "InstanceView",
+    "addressed",
+    "candidate_document",
+    "candidate_features",
+    "candidate_rows",
+    "candidate_turns",
+    "last_rows_text",
+    "given_target",
+    "structure",
+    "target_features",
+    "text_fields",
+    "view",
+]
 
 TAIL = 2  # rows whose words form the "tail" text field: the last turns carry most of the signal
 CONTEXT = 8  # rows of the "context" text field (RPP shows every earlier row: the recent ones say what is going on)
 _ITEM = re.compile(r"### Item 1\n(.*?)\n\nAnswer every item", re.S)
 _GROUP_WORDS = ("we", "us", "our", "both", "together", "each other", "family", "everyone", "all of you")
+# Distress and absolutes in a client's row: the rows a therapist tends to turn to next (``candidate_turns``).
+_NEGATIVE = re.compile(
+    r"\b(?:hurt\w*|angry|mad|sad|scared|afraid|upset|frustrat\w*|never|always|hate\w*|tired|alone|cry\w*|fault|"
+    r"blam\w*|sick of|don't know)\b"
+)
+_WORD = re.compile(r"[a-z']+|[?!]")
+_TARGET = re.compile(r"directed to: (.+?)(?: \(recipients: (.*)\))?\.$", re.M)  # SSP's item line (ssp.render)
 
 
 @dataclass(frozen=True)
@@ -148,6 +171,118 @@ def candidate_features(item: InstanceView, candidate: str, candidates: Sequence[
             math.log1p(group_talk) if is_group else 0.0,
             float(is_group) * clients_shown,
             float(len(candidates)),
+        ],
+        dtype=np.float64,
+    )
+
+
+def addressed(row: ParsedRow, candidate: str) -> bool:
+    """Does ``row`` address ``candidate``: by name, or, for the group label, the group or two or more people."""
+    if candidate in GROUP_SPEAKERS:
+        people = [a for a in row.addressees if a != THERAPIST]
+        return any(a in GROUP_SPEAKERS for a in row.addressees) or len(people) > 1
+    return candidate in row.addressees
+
+
+def candidate_rows(item: InstanceView, candidate: str) -> tuple[ParsedRow | None, ParsedRow | None]:
+    """The candidate's last row shown and the therapist's last row shown (``None`` when there is none)."""
+    mine = [r for r in item.rows if r.speaker == candidate]
+    therapist = [r for r in item.rows if r.speaker == THERAPIST]
+    return (mine[-1] if mine else None), (therapist[-1] if therapist else None)
+
+
+def candidate_turns(item: InstanceView, candidate: str) -> np.ndarray:
+    """What ``candidate_features`` leaves out of one STP candidate: its turns among the last 3 rows; whether the
+    therapist's last row shown addressed it (therapists tend to stay with the person they just turned to), whether
+    there is such a row and whether it is the last row; whether the last row and the last client row addressed
+    it, and whether it spoke the last client row; of its own last row: addressed to the therapist, a question, an
+    exclamation, distress words, its length (log), overlapping speech; for the group label: whether the last two
+    client rows come from different people, how many client rows address another client, and whether the
+    therapist's last row addressed two or more people or the group."""
+    rows = item.rows
+    is_group = candidate in GROUP_SPEAKERS
+    clients = [r for r in rows if r.speaker and r.speaker != THERAPIST]
+    mine, therapist = candidate_rows(item, candidate)
+    last_client = clients[-1] if clients else None
+    words = mine.words.lower() if mine else ""
+    exchange = len({r.speaker for r in clients[-2:]}) if len(clients) >= 2 else 0
+    to_client = sum(any(a not in (THERAPIST, "") and a != r.speaker for a in r.addressees) for r in clients)
+    therapist_several = therapist is not None and len([a for a in therapist.addressees if a != THERAPIST]) > 1
+    return np.array(
+        [
+            float(sum(r.speaker == candidate for r in rows[-3:])),
+            float(therapist is not None and addressed(therapist, candidate)),
+            float(therapist is not None),
+            float(therapist is not None and therapist is rows[-1]),
+            float(bool(rows) and addressed(rows[-1], candidate)),
+            float(last_client is not None and last_client.speaker == candidate),
+            float(last_client is not None and addressed(last_client, candidate)),
+            float(mine is not None and THERAPIST in mine.addressees),
+            float("?" in words),
+            float("!" in words),
+            float(len(_NEGATIVE.findall(words))),
+            math.log1p(len(words.split())),
+            float(mine is not None and mine.overlapping),
+            float(is_group) * exchange,
+            float(is_group) * to_client,
+            float(is_group and therapist_several),
+            float(is_group and therapist is not None and any(a in GROUP_SPEAKERS for a in therapist.addressees)),
+        ],
+        dtype=np.float64,
+    )
+
+
+def candidate_document(item: InstanceView, candidate: str) -> str:
+    """The words around one STP candidate as tagged tokens, so that a linear model can weigh a word by its
+    relation to the candidate: ``me_`` for the candidate's own last row; the therapist's last row as ``grp_``
+    (the candidate is the group label), ``adr_`` (that row addressed the candidate) or ``oth_``; the last row,
+    when a client spoke it, as ``Lgrp_``, ``Lself_`` (the candidate spoke it) or ``Loth_``."""
+    rows = item.rows
+    is_group = candidate in GROUP_SPEAKERS
+    mine, therapist = candidate_rows(item, candidate)
+
+    def tagged(tag: str, row: ParsedRow) -> list[str]:
+        return [f"{tag}_{w}" for w in _WORD.findall(row.words.lower())]
+
+    parts = tagged("me", mine) if mine else []
+    if therapist is not None:
+        parts += tagged("grp" if is_group else ("adr" if addressed(therapist, candidate) else "oth"), therapist)
+    if rows and rows[-1].speaker != THERAPIST:
+        parts += tagged("L" + ("grp" if is_group else ("self" if rows[-1].speaker == candidate else "oth")), rows[-1])
+    return " ".join(parts)
+
+
+def given_target(item: InstanceView) -> tuple[str, tuple[str, ...]] | None:
+    """SSP's given target as its prompt shows it: the label and, for a group label, its recipients."""
+    match = _TARGET.search(item.other)
+    if match is None:
+        return None
+    return match.group(1).strip(), tuple(n.strip() for n in (match.group(2) or "").split(",") if n.strip())
+
+
+def target_features(item: InstanceView) -> np.ndarray:
+    """SSP's given target against the rows shown (the paper's conditional formulation, App. B: the strategy
+    depends on whom the turn is for): is it the group label; did it speak in the rows shown, speak the last row,
+    how many rows; was it addressed in them, by the therapist's last row; how many clients spoke; how many
+    recipients a group target has. A silent target invites counterbalance, a group one track or reframe."""
+    target = given_target(item)
+    if target is None:
+        return np.zeros(8)
+    name, recipients = target
+    rows = item.rows
+    is_group = name in GROUP_SPEAKERS
+    spoke = [r for r in rows if r.speaker == name]
+    _, therapist = candidate_rows(item, name)
+    return np.array(
+        [
+            float(is_group),
+            float(bool(spoke)),
+            float(bool(rows) and rows[-1].speaker == name),
+            float(len(spoke)),
+            float(any(name in r.addressees for r in rows)),
+            float(therapist is not None and name in therapist.addressees),
+            float(len({r.speaker for r in rows if r.speaker != THERAPIST})),
+            float(len(recipients)) if is_group else 0.0,
         ],
         dtype=np.float64,
     )

@@ -12,7 +12,14 @@ regression):
 
 ``minilm``: ``linear`` plus the packaged MiniLM's sentence embedding of the last three rows' words (cached on
 disk by text hash, ``benchmarks.solvers.embeddings``) in the ITP, RPP and SSP models; STP is the same as
-``linear``'s.
+``linear``'s (no embedding reaches its candidate scorer).
+
+``targeted``: ``minilm`` plus, for SSP, ``target_features`` (the given target against the rows shown: group or
+person, silent or not, addressed by the therapist's last row) and a richer STP candidate scorer:
+``candidate_features`` plus ``candidate_turns`` (whom the therapist's last row addressed, the candidate's turns and
+its last row's question marks and distress words, the partners' exchange for the group label), the MiniLM cosine
+between the candidate's last row and the therapist's last row, and TF-IDF of ``candidate_document`` (the words of
+those rows tagged by their relation to the candidate), into the same pointwise logistic regression.
 
 Every model is fitted on the instances it is given (``fit``) and answers one instance with the answer item a
 model would send (``answer``). Vectorisers and scalers are fitted on the training instances only.
@@ -28,12 +35,22 @@ from scipy import sparse
 
 from benchmarks.base import Instance
 from benchmarks.ranking import RANKING_KEY, TOP_K
-from benchmarks.solvers.features import InstanceView, candidate_features, last_rows_text, structure, text_fields
+from benchmarks.solvers.features import (
+    InstanceView,
+    candidate_document,
+    candidate_features,
+    candidate_rows,
+    candidate_turns,
+    last_rows_text,
+    structure,
+    target_features,
+    text_fields,
+)
 from rescue_env.taxonomy import relation_patterns, strategies
 
 __all__ = ["SOLVERS", "LinearSolver", "make_solver"]
 
-SOLVERS = ("linear", "minilm")
+SOLVERS = ("linear", "minilm", "targeted")
 TASKS = ("itp", "rpp", "stp", "ssp")
 _GOLD_KEY = {"rpp": "pattern", "ssp": "strategy", "stp": "target"}
 TFIDF: dict[str, Any] = {"ngram_range": (1, 2), "min_df": 2, "max_features": 30000, "sublinear_tf": True}
@@ -44,7 +61,7 @@ def make_solver(name: str, task: str, seed: int = 0) -> LinearSolver:
         raise ValueError(f"unknown solver {name!r}; choose from {', '.join(SOLVERS)}")
     if task not in TASKS:
         raise ValueError(f"no trained solver for {task.upper()} yet; trained solvers answer {', '.join(TASKS)}")
-    return LinearSolver(task, seed=seed, embeddings=name == "minilm")
+    return LinearSolver(task, seed=seed, embeddings=name in ("minilm", "targeted"), targeted=name == "targeted")
 
 
 def _logistic(seed: int, c: float) -> Any:
@@ -56,19 +73,21 @@ def _logistic(seed: int, c: float) -> Any:
 class _TextEncoder:
     """TF-IDF of the two text fields plus the scaled turn-taking features, fitted on the training views."""
 
-    def __init__(self, embeddings: bool = False) -> None:
+    def __init__(self, embeddings: bool = False, target: bool = False) -> None:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.preprocessing import StandardScaler
 
-        self.embeddings = embeddings
+        self.embeddings, self.target = embeddings, target
         self.context, self.tail = TfidfVectorizer(**TFIDF), TfidfVectorizer(**TFIDF)
-        self.scaler = StandardScaler()
+        self.scaler, self.target_scaler = StandardScaler(), StandardScaler()
 
     def fit(self, views: Sequence[InstanceView]) -> _TextEncoder:
         fields = [text_fields(v) for v in views]
         self.context.fit([c for c, _ in fields])
         self.tail.fit([t for _, t in fields])
         self.scaler.fit(np.stack([structure(v) for v in views]))
+        if self.target:
+            self.target_scaler.fit(np.stack([target_features(v) for v in views]))
         return self
 
     def transform(self, views: Sequence[InstanceView]) -> sparse.csr_matrix:
@@ -79,7 +98,67 @@ class _TextEncoder:
             from benchmarks.solvers.embeddings import embed
 
             blocks.append(sparse.csr_matrix(embed([last_rows_text(v) for v in views])))
-        return sparse.hstack([*blocks, sparse.csr_matrix(numbers)]).tocsr()
+        blocks.append(sparse.csr_matrix(numbers))
+        if self.target:  # ``targeted`` SSP: whom the turn is for, against the rows shown
+            target = self.target_scaler.transform(np.stack([target_features(v) for v in views]))
+            blocks.append(sparse.csr_matrix(target))
+        return sparse.hstack(blocks).tocsr()
+
+
+class _PlainCandidates:
+    """``linear``'s and ``minilm``'s STP inputs: the scaled ``candidate_features`` of (instance, candidate) pairs."""
+
+    def __init__(self) -> None:
+        from sklearn.preprocessing import StandardScaler
+
+        self.scaler = StandardScaler()
+
+    def fit(self, pairs: Sequence[tuple[InstanceView, str, Sequence[str]]]) -> _PlainCandidates:
+        self.scaler.fit(np.stack([candidate_features(item, c, cs) for item, c, cs in pairs]))
+        return self
+
+    def transform(self, pairs: Sequence[tuple[InstanceView, str, Sequence[str]]]) -> np.ndarray:
+        return self.scaler.transform(np.stack([candidate_features(item, c, cs) for item, c, cs in pairs]))
+
+
+class _CandidateEncoder:
+    """The ``targeted``'s STP inputs of (instance, candidate) pairs: the scaled candidate features with the MiniLM
+    cosine, and TF-IDF of the candidate documents, fitted on the training pairs."""
+
+    def __init__(self) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.preprocessing import StandardScaler
+
+        self.scaler = StandardScaler()
+        self.words = TfidfVectorizer(token_pattern=r"\S+", lowercase=False, min_df=3, sublinear_tf=True)
+
+    @staticmethod
+    def _numbers(pairs: Sequence[tuple[InstanceView, str, Sequence[str]]]) -> np.ndarray:
+        from benchmarks.solvers.embeddings import embed
+
+        shown = [candidate_rows(item, candidate) for item, candidate, _ in pairs]
+        texts = [row.words for both in shown for row in both if row is not None]
+        vectors = dict(zip(texts, embed(texts))) if texts else {}
+        cosine = [
+            float(vectors[mine.words] @ vectors[therapist.words]) if mine is not None and therapist is not None else 0.0
+            for mine, therapist in shown
+        ]  # does the candidate's last row speak to what the therapist just said
+        return np.column_stack(
+            [
+                np.stack([candidate_features(item, c, cs) for item, c, cs in pairs]),
+                np.stack([candidate_turns(item, c) for item, c, _ in pairs]),
+                np.array(cosine),
+            ]
+        )
+
+    def fit(self, pairs: Sequence[tuple[InstanceView, str, Sequence[str]]]) -> _CandidateEncoder:
+        self.scaler.fit(self._numbers(pairs))
+        self.words.fit([candidate_document(item, c) for item, c, _ in pairs])
+        return self
+
+    def transform(self, pairs: Sequence[tuple[InstanceView, str, Sequence[str]]]) -> sparse.csr_matrix:
+        numbers = sparse.csr_matrix(self.scaler.transform(self._numbers(pairs)))
+        return sparse.hstack([numbers, self.words.transform([candidate_document(i, c) for i, c, _ in pairs])]).tocsr()
 
 
 class _Constant:
@@ -103,8 +182,8 @@ class LinearSolver:
 
     C = {"itp": 1.0, "rpp": 1.0, "ssp": 1.0, "stp": 1.0}
 
-    def __init__(self, task: str, seed: int = 0, embeddings: bool = False) -> None:
-        self.task, self.seed, self.embeddings = task, seed, embeddings
+    def __init__(self, task: str, seed: int = 0, embeddings: bool = False, targeted: bool = False) -> None:
+        self.task, self.seed, self.embeddings, self.targeted = task, seed, embeddings, targeted
         self.models: dict[str, tuple[Any, Any]] = {}
 
     # ----- fitting ------------------------------------------------------------------------------------------
@@ -117,7 +196,8 @@ class LinearSolver:
             chosen = [i for i in instances if scope == "all" or i.scenario == scope]
             if not chosen:
                 continue
-            encoder = _TextEncoder(self.embeddings).fit([views[i.instance_id] for i in chosen])
+            target = self.targeted and self.task == "ssp"
+            encoder = _TextEncoder(self.embeddings, target).fit([views[i.instance_id] for i in chosen])
             X = encoder.transform([views[i.instance_id] for i in chosen])
             y = [self._label(i) for i in chosen]
             self.models[scope] = (encoder, _classifier(X, y, self.seed, self.C[self.task]))
@@ -129,18 +209,14 @@ class LinearSolver:
         return instance.gold[_GOLD_KEY[self.task]]
 
     def _fit_stp(self, instances: Sequence[Instance], views: Mapping[str, InstanceView]) -> LinearSolver:
-        from sklearn.preprocessing import StandardScaler
-
-        rows, labels = [], []
+        pairs, labels = [], []
         for instance in instances:
             candidates = list(instance.inputs["candidates"])
-            item = views[instance.instance_id]
             for candidate in candidates:
-                rows.append(candidate_features(item, candidate, candidates))
+                pairs.append((views[instance.instance_id], candidate, candidates))
                 labels.append(candidate == instance.gold["target"])
-        scaler = StandardScaler().fit(np.stack(rows))
-        model = _classifier(scaler.transform(np.stack(rows)), labels, self.seed, self.C["stp"])
-        self.models["all"] = (scaler, model)
+        encoder = (_CandidateEncoder() if self.targeted else _PlainCandidates()).fit(pairs)
+        self.models["all"] = (encoder, _classifier(encoder.transform(pairs), labels, self.seed, self.C["stp"]))
         return self
 
     # ----- answering ----------------------------------------------------------------------------------------
@@ -170,8 +246,8 @@ class LinearSolver:
 
     def _rank_candidates(self, instance: Instance, item: InstanceView) -> list[str]:
         candidates = list(instance.inputs["candidates"])
-        scaler, model = self.models["all"]
-        X = scaler.transform(np.stack([candidate_features(item, c, candidates) for c in candidates]))
+        encoder, model = self.models["all"]
+        X = encoder.transform([(item, c, candidates) for c in candidates])
         positive = list(model.classes_).index(True) if True in list(model.classes_) else None
         scores = model.predict_proba(X)[:, positive] if positive is not None else np.zeros(len(candidates))
         order = sorted(range(len(candidates)), key=lambda k: (-scores[k], k))
