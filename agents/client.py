@@ -3,15 +3,28 @@
 It wraps ``litellm.acompletion`` (so any litellm model string works: hosted providers, or ``openai/<name>`` with
 ``api_base`` for a local OpenAI-compatible server) and adds what a benchmark run needs:
 
-- **Direct route for OpenAI-compatible endpoints**: ``openai/<name>`` with an ``api_base`` (vLLM, llama.cpp, a
-  proxy ...) is sent with the ``openai`` SDK's ``AsyncOpenAI`` (one keep-alive connection pool per event loop),
-  which is what litellm itself uses for that route, without litellm's per-request bookkeeping: litellm costs
-  about twice the CPU per request and, at 16 concurrent requests with 200 ms latency on 2 cores, stretches each
-  request to 0.30 s against the SDK's 0.23 s (``scripts/bench_rollout.py``). The cost of such a call is 0.0 (a
-  self-hosted endpoint has no price list). Every other model string goes through litellm.
-
+- **OpenAI-compatible endpoints** (``openai/<name>`` with an ``api_base``: vLLM, llama.cpp, a proxy ...) go through
+  litellm like every other model string: litellm stays the one way to reach a provider. (This client once sent
+  them through the ``openai`` SDK directly. Against a keep-alive server that route costs more CPU per request
+  than litellm's, whose default transport is aiohttp: httpx's connection pool scans its connections for every
+  request, so at 64 connections on 2 busy cores the SDK took 13.5 ms of CPU per request and litellm 6-7 ms.
+  litellm's ``aiohttp_openai/`` provider, about 4 ms, is not used: it drops the response's ``usage``, so tokens
+  would read 0. ``scripts/bench_throughput.py`` prints the figures.) A model litellm has no price for gets the
+  price 0 (``litellm.register_model``), which spares litellm a search of its price list on every request.
+  litellm's per-request CPU is what limits one event loop; ``workers`` spreads the requests over processes.
+- **Cost** is litellm's own ``response_cost`` (it prices every response once, in ``_hidden_params``); the client
+  does not price it a second time (``litellm.completion_cost`` is its fallback when that is missing).
 - **Concurrency limit**: an ``asyncio.Semaphore(max_connections)`` around each HTTP call (not around back-off
   sleeps), so many tasks can ``await client.complete(...)`` at once.
+- **Worker processes** (``workers=N``, ``--workers``): litellm spends several milliseconds of CPU on each request
+  (building it, parsing, pricing and logging the answer) on the event loop that sends it, so one process
+  saturates near 100-150 requests/s on a 2-core machine however many connections it has. With ``workers > 1``
+  the requests (retries included) are sent by N worker processes, each a ``workers=1`` client with its share of
+  ``max_connections``, its own event loop and its own litellm, which it imports as soon as it starts
+  (:meth:`LLMClient.start_workers`, so that the import overlaps the caller's own preparation); the parent keeps
+  the cache, the totals and this API, and hands each request to the least busy worker. Answers, retries and
+  totals are those of one process; a client with workers serves one event loop at a time (a new one starts new
+  workers) and :meth:`LLMClient.close` stops them (so does garbage collection).
 - **Retry policy**: litellm's own retries are off (``num_retries=0``); the client makes at most
   ``1 + max_retries`` attempts. It retries timeouts, rate limits (429), 408/409, server errors (5xx, which
   includes a 200 whose body is not valid JSON: litellm reports it as a 500) and connection errors. It never
@@ -21,14 +34,15 @@ It wraps ``litellm.acompletion`` (so any litellm model string works: hosted prov
   non-retryable error, ``complete`` returns ``Completion(text=None, error="<ExceptionClass>: <message>")``; it
   never raises for API errors (programming errors such as forbidden parameters do raise).
 - **Disk cache** (``cache_dir``): one JSON file per request at ``<cache_dir>/<key[:2]>/<key>.json``, written
-  atomically (temporary file + ``os.replace``). Only successful completions are stored; a hit makes no call and
+  atomically (temporary file + ``os.replace``, on a thread: creating a file must not stall the event loop's
+  other requests). Only successful completions are stored; a hit makes no call and
   returns ``Completion(cached=True, attempts=0)`` with the stored text and token counts (cost 0: nothing spent).
   The key (:meth:`LLMClient.cache_key`) is the SHA-256 of canonical JSON over the model, ``api_base``, the
   messages and the effective sampling parameters (``temperature``, ``max_tokens``, ``extra_params`` and the
   per-call ``params``, later ones overriding earlier ones). The timeout and the API key are never part of it;
   answers produced by ``mock_response`` get a separate key space so they never pollute a real cache.
 - **Totals** (:attr:`LLMClient.usage`): logical calls, cache hits, retries, failures, tokens from
-  ``response.usage`` and cost from ``litellm.completion_cost`` (0.0 when litellm does not know the model).
+  ``response.usage`` and litellm's cost (0.0 when litellm does not know the model).
   ``calls`` counts non-cached ``complete`` calls; HTTP requests sent = ``calls + retries``.
 - **Set-up checks** (before a run's first call): :func:`check_model_config` (no I/O: the key variable named by
   ``api_key_env`` is set and non-empty, the model string is not blank, ``api_base`` is an http(s) URL) and
@@ -55,16 +69,23 @@ fetches its cost map from the network.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import hashlib
 import json
 import logging
 import os
+import pickle
 import random
 import re
+import socket
+import struct
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -400,9 +421,12 @@ class LLMClient:
         cache_dir: str | Path | None = None,
         mock_response: str | Callable[[list[dict]], str] | None = None,
         seed: int | None = 0,
+        workers: int = 1,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be >= 1")
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         if backoff_base < 0 or backoff_max < 0:
@@ -417,15 +441,60 @@ class LLMClient:
             mock_response = mock_responder
         self.mock_response = mock_response
         self.usage = Usage()
+        self.seed = seed
         self._rng = random.Random(seed)
+        # More workers than connections would leave some without a connection.
+        self.workers = min(workers, max_connections)
+        self._pool: _WorkerPool | None = None
+        self._priced = False
+        if self.workers > 1 and callable(mock_response):
+            try:
+                pickle.dumps(mock_response)
+            except Exception as exc:
+                raise ValueError(
+                    "workers > 1 needs a mock_response that can be pickled (a module-level function)"
+                ) from exc
         self._semaphores: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
-        self._sdk_clients: dict[tuple[int, str], tuple[asyncio.AbstractEventLoop, Any]] = {}
 
     def __repr__(self) -> str:
         return (
             f"LLMClient(model={self.config.model!r}, api_base={self.config.api_base!r}, "
-            f"max_connections={self.max_connections}, cache_dir={str(self.cache_dir) if self.cache_dir else None!r})"
+            f"max_connections={self.max_connections}, workers={self.workers}, "
+            f"cache_dir={str(self.cache_dir) if self.cache_dir else None!r})"
         )
+
+    # -- worker processes ----------------------------------------------------------------------------------
+    def start_workers(self) -> None:
+        """Start the worker processes now (no-op with ``workers=1``), so that they import litellm while the
+        caller still prepares its run; otherwise they start at the first request."""
+        if self.workers > 1 and self._pool is None:
+            spec = {
+                "config": self.config.model_dump(),
+                "max_retries": self.max_retries,
+                "backoff_base": self.backoff_base,
+                "backoff_max": self.backoff_max,
+                "mock_response": self.mock_response,
+                "seed": self.seed,
+            }
+            self._pool = _WorkerPool(spec, self.workers, self.max_connections)
+
+    def close(self) -> None:
+        """Stop the worker processes (if any). A client that is not closed stops them when it is collected."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    async def _pool_call(self, op: str, *args: Any) -> Any:
+        if self._pool is not None and self._pool.stale():
+            self.close()  # its event loop is gone (a client used from several ``asyncio.run`` calls)
+        self.start_workers()
+        assert self._pool is not None
+        kind, result, delta = await self._pool.call(op, *args)
+        for name, value in delta.items():
+            setattr(self.usage, name, getattr(self.usage, name) + value)
+        if kind == "raise":
+            raise result
+        return result
 
     # -- cache key -----------------------------------------------------------------------------------------
     @staticmethod
@@ -515,7 +584,7 @@ class LLMClient:
         cfg = self.config
         mocking = self.mock_response is not None
         call: dict[str, Any] = {
-            "model": LITELLM_MOCK_MODEL if mocking and is_mock(cfg.model) else cfg.model,
+            "model": _litellm_model(cfg.model, mocking),
             "messages": messages,
             "temperature": cfg.temperature,
             "timeout": cfg.timeout,
@@ -539,9 +608,11 @@ class LLMClient:
         """Attempt ``call`` per the retry policy: ``(response, None, attempts)`` or ``(None, last_error, attempts)``.
 
         Programming errors (not API errors) propagate."""
-        direct = self._direct()
-        litellm = None if direct else _import_litellm()
+        litellm = _import_litellm()
         mocking = "mock_response" in call
+        if not mocking and self.config.api_base and not self._priced:
+            _price_unknown_as_free(litellm, self.config.model)
+            self._priced = True
         timeout = float(call["timeout"])
         attempt = 0
         while True:
@@ -552,9 +623,8 @@ class LLMClient:
                 if not mocking:
                     call["api_key"] = self._api_key()  # read at call time; lives only in this dict
                 async with self._semaphore():
-                    # litellm (or the SDK) enforces ``timeout``; the outer bound only guards a hung transport.
-                    request = self._direct_request(call) if direct else litellm.acompletion(**call)
-                    response = await asyncio.wait_for(request, timeout=timeout * 1.5 + 5.0)
+                    # litellm enforces ``timeout``; the outer bound only guards a hung transport.
+                    response = await asyncio.wait_for(litellm.acompletion(**call), timeout=timeout * 1.5 + 5.0)
                 return response, None, attempt
             except Exception as exc:
                 if not (_is_api_error(exc) or isinstance(exc, _MissingAPIKeyError)):
@@ -576,44 +646,10 @@ class LLMClient:
             finally:
                 call.pop("api_key", None)
 
-    def _direct(self) -> bool:
-        """True when requests go straight to an OpenAI-compatible endpoint (see the module docstring)."""
-        cfg = self.config
-        return self.mock_response is None and bool(cfg.api_base) and cfg.model.startswith("openai/")
-
-    def _sdk_client(self, api_key: str) -> Any:
-        """The ``AsyncOpenAI`` client of the running loop (its connection pool belongs to that loop)."""
-        loop = asyncio.get_running_loop()
-        key = (id(loop), hashlib.sha256(api_key.encode()).hexdigest())
-        entry = self._sdk_clients.get(key)
-        if entry is None or entry[0] is not loop:
-            import httpx
-            import openai
-
-            self._sdk_clients = {k: v for k, v in self._sdk_clients.items() if not v[0].is_closed()}
-            limits = httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=self.max_connections)
-            client = openai.AsyncOpenAI(
-                base_url=self.config.api_base,
-                api_key=api_key,
-                max_retries=0,  # the client's own retry policy applies
-                http_client=httpx.AsyncClient(limits=limits, timeout=self.config.timeout),
-            )
-            entry = (loop, client)
-            self._sdk_clients[key] = entry
-        return entry[1]
-
-    def _direct_request(self, call: Mapping[str, Any]) -> Any:
-        """The SDK request for a litellm-style ``call`` (same parameters; ``openai/`` removed from the model)."""
-        arguments = {
-            k: v for k, v in call.items() if k not in ("model", "api_key", "api_base", "num_retries", "drop_params")
-        }
-        arguments["model"] = call["model"].removeprefix("openai/")
-        return self._sdk_client(call["api_key"] or NO_KEY).chat.completions.create(**arguments)
-
     def _account(self, response: Any) -> tuple[str, int, int, float]:
         text = response.choices[0].message.content
         prompt_tokens, completion_tokens = _token_counts(response)
-        cost = 0.0 if self._direct() else _cost(_import_litellm(), response)
+        cost = _cost(response)
         self.usage.prompt_tokens += prompt_tokens
         self.usage.completion_tokens += completion_tokens
         self.usage.cost_usd += cost
@@ -642,27 +678,37 @@ class LLMClient:
                 attempts=0,
             )
 
+        completion = await (
+            self._pool_call("fetch", messages, params) if self.workers > 1 else self._fetch(messages, params)
+        )
+        if completion.ok and self.cache_dir is not None:
+            # In a thread: creating a file can take a millisecond on a busy disk, which the event loop (every
+            # other request) would otherwise wait for.
+            await asyncio.to_thread(
+                self._cache_write,
+                key,
+                {
+                    "format": CACHE_FORMAT,
+                    "model": cfg.model,
+                    "text": completion.text,
+                    "prompt_tokens": completion.prompt_tokens,
+                    "completion_tokens": completion.completion_tokens,
+                    "cost_usd": completion.cost_usd,
+                    "created": time.time(),
+                },
+            )
+        return completion
+
+    async def _fetch(self, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> Completion:
+        """One request per the retry policy (no cache), in this process."""
         self.usage.calls += 1
         response, exc, attempt = await self._send(self._call(messages, params))
         if exc is not None:
-            error = _short_error(exc, cfg.api_key_env)
+            error = _short_error(exc, self.config.api_key_env)
             self.usage.failures += 1
             logger.debug("model call failed after %d attempt(s): %s", attempt, error)
             return Completion(text=None, error=error, attempts=attempt, status_code=_status_code(exc))
-
         text, prompt_tokens, completion_tokens, cost = self._account(response)
-        self._cache_write(
-            key,
-            {
-                "format": CACHE_FORMAT,
-                "model": cfg.model,
-                "text": text,
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "cost_usd": cost,
-                "created": time.time(),
-            },
-        )
         return Completion(
             text=text,
             prompt_tokens=prompt_tokens,
@@ -683,6 +729,11 @@ class LLMClient:
         if self.mock_response is not None:
             return
         check_model_config(cfg)
+        if self.workers > 1:
+            failed = await self._pool_call("probe")
+            if failed is not None:
+                raise ModelSetupError(*failed)
+            return
         limit = min(cfg.max_tokens or 16, 16)
         call = self._call([{"role": "user", "content": "Reply with the word OK."}], {"max_tokens": limit})
         response, exc, attempts = await self._send(call, retry_connection=False, probe=True)
@@ -763,9 +814,241 @@ def _token_counts(response: Any) -> tuple[int, int]:
     return get("prompt_tokens"), get("completion_tokens")
 
 
-def _cost(litellm: Any, response: Any) -> float:
+def _litellm_model(model: str, mocking: bool) -> str:
+    """The model string litellm gets: ``model``, or for the mock the one litellm accepts (``agents.mock``)."""
+    return LITELLM_MOCK_MODEL if mocking and is_mock(model) else model
+
+
+def _price_unknown_as_free(litellm: Any, model: str) -> None:
+    """Give a model that litellm has no price for (a self-hosted one behind ``api_base``) the price 0, which is
+    what litellm reports for it anyway: otherwise litellm searches its whole price list for a near match, twice
+    per request (about 12 % of its function calls per request, ``scripts/bench_throughput.py``)."""
     try:
-        cost = litellm.completion_cost(completion_response=response)
+        litellm.get_model_info(model=model)
+        return  # known: its price stands (e.g. a hosted model behind a proxy)
+    except Exception:
+        pass
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    # every price, cache writes and reads included (litellm warns about a custom price without them)
+    free = {
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+        "cache_creation_input_token_cost": 0.0,
+        "cache_read_input_token_cost": 0.0,
+    }
+    try:
+        litellm.register_model({model: {**free, "litellm_provider": provider, "mode": "chat"}})
+    except Exception:  # pragma: no cover - pricing is an optimisation, never a reason to fail a request
+        logger.debug("could not register a zero price for %s", model)
+
+
+def _cost(response: Any) -> float:
+    """litellm's price of ``response``: the one it computed already, else ``completion_cost`` (0.0 if unknown)."""
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else getattr(hidden, "response_cost", None)
+    if cost is None:
+        try:
+            cost = _import_litellm().completion_cost(completion_response=response)
+        except Exception:  # unknown model (local servers), missing pricing ...
+            return 0.0
+    try:
         return float(cost) if cost else 0.0
-    except Exception:  # unknown model (local servers), missing pricing ...
+    except (TypeError, ValueError):
         return 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# worker processes (see the module docstring). Requests and answers travel as pickles over a socket pair per
+# worker (4-byte length, then the pickle); the worker answers ("ok" | "raise", result, usage delta).
+
+_FRAME = struct.Struct("!I")
+_WORKER_CODE = "import sys; from agents.client import _worker_main; _worker_main(int(sys.argv[1]))"
+
+
+def _frame(payload: Any) -> bytes:
+    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    return _FRAME.pack(len(data)) + data
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> Any:
+    (size,) = _FRAME.unpack(await reader.readexactly(_FRAME.size))
+    return pickle.loads(await reader.readexactly(size))
+
+
+def _stop_processes(processes: list[subprocess.Popen], sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.close()  # a worker whose parent died exits when its socket closes
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()  # no request is left to it: no need to wait for its interpreter to wind down
+    for process in processes:
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+class _WorkerPool:
+    """The worker processes of one client; serves the event loop that first calls it."""
+
+    def __init__(self, spec: dict[str, Any], count: int, max_connections: int) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
+        self.processes: list[subprocess.Popen] = []
+        self.sockets: list[socket.socket] = []
+        for index in range(count):
+            share = max_connections // count + (1 if index < max_connections % count else 0)
+            seed = None if spec["seed"] is None else spec["seed"] + index  # a jitter stream of its own
+            parent, child = socket.socketpair()
+            self.processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _WORKER_CODE, str(child.fileno())],
+                    pass_fds=(child.fileno(),),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                )
+            )
+            child.close()
+            parent.sendall(_frame({**spec, "max_connections": share, "seed": seed}))
+            self.sockets.append(parent)
+        self.load = [0] * count
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._attached: asyncio.Task | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+        self._readers: list[asyncio.Task] = []
+        self._pending: dict[int, tuple[int, asyncio.Future]] = {}
+        self._next = 0
+        self._finalizer = weakref.finalize(self, _stop_processes, self.processes, self.sockets)
+
+    def stale(self) -> bool:
+        return self._loop is not None and self._loop.is_closed()
+
+    async def _attach(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+            self._attached = loop.create_task(self._connect())  # concurrent first callers all wait for it
+        elif self._loop is not loop:
+            raise RuntimeError("an LLMClient with workers serves one event loop at a time")
+        await asyncio.shield(self._attached)
+
+    async def _connect(self) -> None:
+        assert self._loop is not None
+        for index, sock in enumerate(self.sockets):
+            reader, writer = await asyncio.open_connection(sock=sock)
+            self._writers.append(writer)
+            self._readers.append(self._loop.create_task(self._read(index, reader)))
+
+    async def _read(self, index: int, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                ident, answer = await _read_frame(reader)
+                entry = self._pending.pop(ident, None)
+                if entry is not None and not entry[1].done():
+                    entry[1].set_result(answer)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            gone = RuntimeError(f"model worker {index} exited (exit code {self.processes[index].poll()})")
+            for worker, future in list(self._pending.values()):
+                if worker == index and not future.done():
+                    future.set_exception(gone)
+
+    async def call(self, op: str, *args: Any) -> tuple[str, Any, dict[str, Any]]:
+        await self._attach()
+        assert self._loop is not None
+        index = min(range(len(self.load)), key=self.load.__getitem__)  # the least busy worker
+        ident = self._next
+        self._next += 1
+        future: asyncio.Future = self._loop.create_future()
+        self._pending[ident] = (index, future)
+        self.load[index] += 1
+        writer = self._writers[index]
+        try:
+            writer.write(_frame((ident, op, args)))
+            await writer.drain()
+            return await future
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # the worker drops it too: nothing keeps calling the model
+                writer.write(_frame((ident, "cancel", ())))
+            raise
+        finally:
+            self.load[index] -= 1
+            self._pending.pop(ident, None)
+
+    def close(self) -> None:
+        for task in self._readers:
+            task.cancel()
+        for writer in self._writers:
+            with contextlib.suppress(Exception):
+                writer.close()
+        self._finalizer()
+
+
+def _worker_main(fd: int) -> None:
+    """A worker process (``_WorkerPool``): import litellm at once, then serve requests until the socket closes."""
+    _import_litellm()
+    sock = socket.socket(fileno=fd)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_worker_loop(sock))
+
+
+async def _worker_loop(sock: socket.socket) -> None:
+    reader, writer = await asyncio.open_connection(sock=sock)
+    spec = await _read_frame(reader)
+    client = LLMClient(
+        ModelConfig.model_validate(spec["config"]),
+        max_connections=spec["max_connections"],
+        max_retries=spec["max_retries"],
+        backoff_base=spec["backoff_base"],
+        backoff_max=spec["backoff_max"],
+        mock_response=spec["mock_response"],
+        seed=spec["seed"],
+    )
+    sent = client.usage.model_dump()
+    running: dict[int, asyncio.Task] = {}
+
+    async def serve(ident: int, op: str, args: tuple) -> None:
+        nonlocal sent
+        try:
+            if op == "fetch":
+                answer: tuple[str, Any] = ("ok", await client._fetch(*args))
+            else:  # probe
+                try:
+                    await client.probe()
+                    answer = ("ok", None)
+                except ModelSetupError as exc:
+                    answer = ("ok", (str(exc), exc.cause))
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:  # a programming error: raised in the parent
+            answer = ("raise", exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))
+        finally:
+            running.pop(ident, None)
+        now = client.usage.model_dump()
+        delta = {k: now[k] - sent[k] for k in now if now[k] != sent[k]}
+        sent = now
+        writer.write(_frame((ident, (answer[0], answer[1], delta))))
+
+    try:
+        while True:
+            ident, op, args = await _read_frame(reader)
+            if op == "cancel":
+                task = running.get(ident)
+                if task is not None:
+                    task.cancel()
+                continue
+            running[ident] = asyncio.create_task(serve(ident, op, args))
+    except (asyncio.IncompleteReadError, ConnectionError, OSError):
+        pass  # the parent closed the socket (or died): stop
+    finally:
+        for task in list(running.values()):
+            task.cancel()
+        await asyncio.gather(*running.values(), return_exceptions=True)
+
+
+def _picklable(value: Any) -> bool:
+    try:
+        pickle.dumps(value)
+        return True
+    except Exception:
+        return False

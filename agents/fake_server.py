@@ -2,8 +2,15 @@
 
 It speaks just enough of the OpenAI chat API for litellm's ``openai/<model>`` route with ``api_base`` pointed at
 it: ``POST /v1/chat/completions`` (``/chat/completions`` too) answers a standard ``chat.completion`` body, and
-``GET /v1/models`` lists one model. Each request is handled on its own thread, so ``latency`` overlaps across
-concurrent requests instead of serialising them.
+``GET /v1/models`` lists one model.
+
+It is an ``asyncio`` server (``asyncio.start_server``, HTTP/1.1 with keep-alive) on an event loop of its own
+thread: ``latency`` is an ``asyncio.sleep``, so concurrent requests overlap, and a connection is reused as real
+providers' are. The earlier ``ThreadingHTTPServer`` (a thread and a new connection per request) was itself the
+limit of the throughput benchmarks: plain httpx at 64 and 256 connections with 0.2 s latency got 158 and 184
+requests/s out of it on 2 cores, where the ideal is 320 and 1,280 (``scripts/bench_throughput.py`` prints what
+this one sustains). ``server_process`` runs it in a process of its own, so that it does not share the client's
+GIL.
 
 Faults make the failure modes of real providers reproducible::
 
@@ -16,12 +23,18 @@ any other model name (as a provider does for an unknown or misspelt model).
 ``faults`` is either a sequence (applied in order to the first ``len(faults)`` chat requests) or a callable
 ``(index, body) -> Fault | None`` deciding per request (``index`` counts chat requests from 0).
 
-Nothing outlives :meth:`FakeOpenAIServer.stop`: sleeps (latency, timeout faults) wake up at stop, and handler
-threads are joined with a bound.
+``requests`` holds every chat request body, ``max_in_flight`` the most chat requests it was handling at once (so
+that a test can check a client's concurrency without timing it).
+
+Responders run on a thread pool (a test's responder may block without stalling other requests). At
+:meth:`FakeOpenAIServer.stop` the handlers (sleeping in a latency or a timeout fault, or waiting on an idle
+keep-alive connection) are cancelled, their connections closed and the server thread joined; only a responder
+that is still computing an answer finishes on its own thread, and its answer is dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -30,10 +43,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Literal
 
 from agents.mock import DEFAULT_REPLY, mock_responder
 
@@ -45,6 +58,9 @@ Responder = Callable[[dict], str]
 FaultKind = Literal["timeout", "429", "500", "503", "truncated", "garbage"]
 
 GARBAGE_REPLY = "I cannot help with that"
+IDLE_SECONDS = 30.0  # a silent keep-alive connection is closed after this (a client cannot pin a handler forever)
+HEAD_LIMIT = 1 << 20  # bytes of request line and headers
+RESPONDER_THREADS = 128  # responders run on threads (they may block), this many at once
 
 _ERROR_TYPES = {
     401: ("invalid_request_error", "invalid_api_key"),
@@ -53,6 +69,8 @@ _ERROR_TYPES = {
     500: ("server_error", "internal_error"),
     503: ("server_error", "service_unavailable"),
 }
+_CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+_MODEL_PATHS = ("/v1/models", "/models")
 
 
 @dataclass(frozen=True)
@@ -97,142 +115,27 @@ def _prompt_text(body: dict) -> str:
     return " ".join(parts)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # belt and braces: stop() joins them anyway
-    request_queue_size = 128  # 16+ simultaneous connects must not overflow the listen backlog
-    allow_reuse_address = True
-
-    def __init__(self, owner: FakeOpenAIServer) -> None:
-        self.owner = owner
-        self.handler_threads: set[threading.Thread] = set()
-        self.threads_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self._run_request, args=(request, client_address), name="fake-openai-handler", daemon=True
-        )
-        with self.threads_lock:
-            self.handler_threads.add(thread)
-        thread.start()
-
-    def _run_request(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self.threads_lock:
-                self.handler_threads.discard(threading.current_thread())
+def _error_body(status: int, message: str) -> bytes:
+    err_type, code = _ERROR_TYPES.get(status, ("invalid_request_error", None))
+    return json.dumps({"error": {"message": message, "type": err_type, "param": None, "code": code}}).encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.0"  # one request per connection: no idle keep-alive threads at stop()
-    timeout = 30.0  # a silent client cannot pin a handler thread forever
-    server_version = "FakeOpenAI/1.0"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # quiet: tests and benchmarks read the request log instead
-
-    # -- helpers -------------------------------------------------------------------------------------------
-    def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(payload)
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
-            pass  # the client gave up (e.g. its timeout fired): nothing to do
-
-    def _send_json(self, status: int, obj: Any) -> None:
-        self._send(status, json.dumps(obj).encode("utf-8"))
-
-    def _send_error(self, status: int, message: str) -> None:
-        err_type, code = _ERROR_TYPES.get(status, ("invalid_request_error", None))
-        self._send_json(status, {"error": {"message": message, "type": err_type, "param": None, "code": code}})
-
-    def _path(self) -> str:
-        return self.path.split("?", 1)[0].rstrip("/")
-
-    # -- routes --------------------------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        owner = self.server.owner
-        if self._path() in ("/v1/models", "/models"):
-            self._send_json(
-                200,
-                {
-                    "object": "list",
-                    "data": [
-                        {"id": name, "object": "model", "created": 0, "owned_by": "rescue-env"}
-                        for name in (sorted(owner.known_models) if owner.known_models else [owner.model_name])
-                    ],
-                },
-            )
-        else:
-            self._send_error(404, f"unknown path {self._path()}")
-
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
-        owner = self.server.owner
-        if self._path() not in ("/v1/chat/completions", "/chat/completions"):
-            self._send_error(404, f"unknown path {self._path()}")
-            return
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length > 0 else b""
-            body = json.loads(raw or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("body is not a JSON object")
-        except (ValueError, OSError) as exc:
-            self._send_error(400, f"invalid JSON body: {exc}")
-            return
-
-        index = owner._record(body)
-        auth = self.headers.get("Authorization") or ""
-
-        if owner.expected_api_key is not None and auth != f"Bearer {owner.expected_api_key}":
-            shown = auth.removeprefix("Bearer ") or "<none>"
-            self._send_error(401, f"Incorrect API key provided: {shown}.")
-            return
-
-        model = str(body.get("model") or "")
-        if owner.known_models is not None and model not in owner.known_models:
-            self._send_error(404, f"The model `{model}` does not exist or you do not have access to it.")
-            return
-
-        fault = owner._fault_for(index, body)
-        if owner.latency > 0 and not owner._sleep(owner.latency):
-            return  # stopping
-
-        if fault is not None and fault.kind in ("429", "500", "503"):
-            status = int(fault.kind)
-            message = fault.message or f"{HTTPStatus(status).phrase} (injected fault)"
-            if fault.echo_auth:
-                message += f" [request Authorization: {auth or '<none>'}]"
-            self._send_error(status, message)
-            return
-        if fault is not None and fault.kind == "timeout" and not owner._sleep(fault.seconds):
-            return  # stopping
-
-        if fault is not None and fault.kind == "garbage":
-            text = fault.text if fault.text is not None else GARBAGE_REPLY
-        else:
-            try:
-                text = owner.responder(body)
-            except Exception as exc:  # a broken responder is a server error, not a crashed thread
-                self._send_error(500, f"responder failed: {type(exc).__name__}: {exc}")
-                return
-        payload = json.dumps(owner._completion_body(body, text)).encode("utf-8")
-        if fault is not None and fault.kind == "truncated":
-            payload = payload[: len(payload) // 2]
-        self._send(200, payload)
+def _response(status: int, payload: bytes, keep_alive: bool) -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+        "Server: FakeOpenAI/2.0\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
+    return head.encode("latin-1") + payload
 
 
 class FakeOpenAIServer:
     """OpenAI-compatible chat server on ``127.0.0.1:<ephemeral port>``; use as a context manager or start/stop.
 
-    ``requests`` holds every chat request body received (in arrival order), ``request_count`` their number.
+    ``requests`` holds every chat request body received (in arrival order), ``request_count`` their number,
+    ``max_in_flight`` the most chat requests handled at the same time.
     """
 
     def __init__(
@@ -254,40 +157,77 @@ class FakeOpenAIServer:
         self.model_name = model_name
         self.known_models = frozenset(known_models) if known_models is not None else None
         self.requests: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: _Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        self._handlers: set[asyncio.Task] = set()
+        self._responders: ThreadPoolExecutor | None = None
+        self._port: int | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def start(self) -> FakeOpenAIServer:
-        if self._server is not None:
+        if self._thread is not None:
             raise RuntimeError("server already started")
-        self._stopping.clear()
-        self._server = _Server(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai-server", daemon=True
-        )
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failed: list[BaseException] = []
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                # backlog: hundreds of simultaneous connects must not overflow the listen queue
+                self._server = loop.run_until_complete(
+                    asyncio.start_server(self._connection, "127.0.0.1", 0, backlog=1024, limit=HEAD_LIMIT)
+                )
+                self._port = int(self._server.sockets[0].getsockname()[1])
+            except BaseException as exc:  # e.g. no free port: re-raised by start()
+                failed.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.close()
+
+        self._loop = loop
+        self._responders = ThreadPoolExecutor(RESPONDER_THREADS, thread_name_prefix="fake-openai-responder")
+        self._thread = threading.Thread(target=serve, name="fake-openai-server", daemon=True)
         self._thread.start()
+        ready.wait()
+        if failed:
+            self._thread.join()
+            self._responders.shutdown(wait=False)
+            self._thread = self._loop = self._responders = None
+            raise failed[0]
         return self
 
     def stop(self, join_timeout: float = 5.0) -> None:
-        """Stop accepting, wake sleeping handlers, close the socket and join the threads (bounded)."""
-        server, thread = self._server, self._thread
-        if server is None:
+        """Stop accepting, cancel the handlers (a sleeping one wakes at once), close the connections, join."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
             return
-        self._stopping.set()
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(join_timeout)
-        deadline = time.monotonic() + join_timeout
-        with server.threads_lock:
-            handlers = list(server.handler_threads)
-        for handler in handlers:
-            handler.join(max(0.0, deadline - time.monotonic()))
-        self._server = None
-        self._thread = None
+        with contextlib.suppress(Exception):  # a loop that is already gone has nothing left to stop
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(join_timeout)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(join_timeout)
+        if self._responders is not None:
+            self._responders.shutdown(wait=False, cancel_futures=True)  # a responder still running ends on its own
+        self._server = self._loop = self._thread = self._responders = None
+        self._port = None
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        handlers = list(self._handlers)
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -298,9 +238,9 @@ class FakeOpenAIServer:
     # -- properties ----------------------------------------------------------------------------------------
     @property
     def port(self) -> int:
-        if self._server is None:
+        if self._port is None:
             raise RuntimeError("server not started")
-        return int(self._server.server_address[1])
+        return self._port
 
     @property
     def base_url(self) -> str:
@@ -311,7 +251,103 @@ class FakeOpenAIServer:
         with self._lock:
             return len(self.requests)
 
-    # -- internals used by the handler ---------------------------------------------------------------------
+    # -- HTTP ----------------------------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client connection: requests one after the other while the client keeps it alive (HTTP/1.1)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        try:
+            while True:
+                try:
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_SECONDS)
+                    request_line, *lines = head.decode("latin-1").split("\r\n")
+                    method, target, version = request_line.split(" ", 2)
+                    headers = {}
+                    for line in lines:
+                        name, sep, value = line.partition(":")
+                        if sep:
+                            headers[name.strip().lower()] = value.strip()
+                    length = int(headers.get("content-length") or 0)
+                    raw = await reader.readexactly(length) if length > 0 else b""
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
+                    return  # the client closed, went silent or sent something that is not HTTP
+                keep_alive = version.strip() == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+                if "chunked" in headers.get("transfer-encoding", "").lower():
+                    status, payload = 400, _error_body(400, "chunked request bodies are not supported")
+                    keep_alive = False
+                else:
+                    status, payload = await self._route(method, target.split("?", 1)[0].rstrip("/"), headers, raw)
+                writer.write(_response(status, payload, keep_alive))
+                await writer.drain()
+                if not keep_alive:
+                    return
+        except (ConnectionError, OSError):
+            return  # the client gave up (e.g. its timeout fired): nothing to do
+        except asyncio.CancelledError:
+            # stop(): end quietly (Python 3.11's stream server logs a handler task that ends cancelled)
+            return
+        finally:
+            if task is not None:
+                self._handlers.discard(task)
+            writer.transport.abort()  # no lingering close handshake: stop() must not wait on it
+
+    async def _route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, bytes]:
+        if method == "GET" and path in _MODEL_PATHS:
+            names = sorted(self.known_models) if self.known_models else [self.model_name]
+            models = [{"id": name, "object": "model", "created": 0, "owned_by": "rescue-env"} for name in names]
+            return 200, json.dumps({"object": "list", "data": models}).encode()
+        if method != "POST" or path not in _CHAT_PATHS:
+            return 404, _error_body(404, f"unknown path {path}")
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as exc:
+            return 400, _error_body(400, f"invalid JSON body: {exc}")
+        index = self._record(body)
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._chat(index, body, headers.get("authorization") or "")
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    async def _chat(self, index: int, body: dict, auth: str) -> tuple[int, bytes]:
+        if self.expected_api_key is not None and auth != f"Bearer {self.expected_api_key}":
+            shown = auth.removeprefix("Bearer ") or "<none>"
+            return 401, _error_body(401, f"Incorrect API key provided: {shown}.")
+        model = str(body.get("model") or "")
+        if self.known_models is not None and model not in self.known_models:
+            return 404, _error_body(404, f"The model `{model}` does not exist or you do not have access to it.")
+
+        fault = self._fault_for(index, body)
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        if fault is not None and fault.kind in ("429", "500", "503"):
+            status = int(fault.kind)
+            message = fault.message or f"{HTTPStatus(status).phrase} (injected fault)"
+            if fault.echo_auth:
+                message += f" [request Authorization: {auth or '<none>'}]"
+            return status, _error_body(status, message)
+        if fault is not None and fault.kind == "timeout":
+            await asyncio.sleep(fault.seconds)
+        if fault is not None and fault.kind == "garbage":
+            text = fault.text if fault.text is not None else GARBAGE_REPLY
+        else:
+            try:
+                # On a thread: a responder may block (tests make slow ones), and must not stall other requests.
+                text = await asyncio.get_running_loop().run_in_executor(self._responders, self.responder, body)
+            except Exception as exc:  # a broken responder is a server error, not a dead connection
+                return 500, _error_body(500, f"responder failed: {type(exc).__name__}: {exc}")
+        payload = json.dumps(self._completion_body(body, text)).encode("utf-8")
+        if fault is not None and fault.kind == "truncated":
+            payload = payload[: len(payload) // 2]
+        return 200, payload
+
+    # -- internals -----------------------------------------------------------------------------------------
     def _record(self, body: dict) -> int:
         with self._lock:
             self.requests.append(body)
@@ -321,10 +357,6 @@ class FakeOpenAIServer:
         if callable(self.faults):
             return self.faults(index, body)
         return self.faults[index] if index < len(self.faults) else None
-
-    def _sleep(self, seconds: float) -> bool:
-        """Sleep, waking early at stop(); False when stopping."""
-        return not self._stopping.wait(seconds)
 
     def _completion_body(self, body: dict, text: str) -> dict:
         prompt_tokens = _rough_tokens(_prompt_text(body))

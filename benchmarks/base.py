@@ -65,6 +65,10 @@ class Task(Protocol):
     ``score`` gets ``extras`` for the generation tasks: ``{"judge": JudgeScore | None, "bertscore": [F1, ...] |
     None}``, the judge verdict and the F1 of each pair that ``bertscore_pairs`` asked for (None = not run).
     A failed prediction is scored as wrong: the lowest value of every metric.
+
+    A task may also provide ``summary_draws(scores)``: ``summary`` vectorised over blocks of bootstrap resamples
+    (a ``benchmarks.bootstrap.Statistic``, the same values bit for bit); without it the intervals call ``summary``
+    once per resample.
     """
 
     name: str

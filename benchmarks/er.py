@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, new_instance
+from benchmarks.bootstrap import Resample, Statistic, mean_if_run
 from benchmarks.parsing import parse_batch
 from benchmarks.prompting import context_size, current_row_item, current_row_note, describe_window, envelope
 from rescue_env.data.domain import is_client, scenario_of
@@ -320,6 +321,26 @@ def summary(scores: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
         "bertscore": _available(scores, "bertscore", bert_ran),
         "intensity_mae": _mean([s["abs_error"] for s in scores]),
     }
+
+
+def summary_draws(scores: Sequence[Mapping[str, Any]]) -> Statistic:
+    """``summary`` over blocks of bootstrap resamples (``benchmarks.bootstrap``; the same values, tested), with its
+    rule for the judge and BERTScore: not run in a resample where no valid answer has it, unless all failed."""
+    valid = [not s["failed"] for s in scores]
+    judged = [bool(s["judged"]) for s in scores]
+    bert = [s["bertscore"] is not None for s in scores]
+    means = {
+        "s_emo": mean_if_run([s.get("s_emo") for s in scores], valid, judged),
+        "s_int": mean_if_run([s["s_int"] for s in scores]),
+        "s_er": mean_if_run([s.get("s_er") for s in scores], valid, judged),
+        "bertscore": mean_if_run([s.get("bertscore") for s in scores], valid, bert),
+        "intensity_mae": mean_if_run([s["abs_error"] for s in scores]),
+    }
+
+    def statistic(resample: Resample) -> dict[str, Any]:
+        return {key: mean(resample) for key, mean in means.items()}
+
+    return statistic
 
 
 def details(instances: Sequence[Instance], scores: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, new_instance
+from benchmarks.bootstrap import Statistic, binary_statistic
 from benchmarks.metrics import binary_metrics
 from benchmarks.parsing import parse_batch
 from benchmarks.prompting import context_size, describe_window, envelope, render_rows, window
@@ -112,6 +113,11 @@ def score(instance: Instance, prediction: Prediction, extras: Mapping[str, Any] 
 def summary(scores: Sequence[dict[str, Any]]) -> dict[str, float]:
     m = binary_metrics([s["gold"] for s in scores], [s["pred"] for s in scores])
     return {k: float(m[k]) for k in ("precision", "recall", "f1", "accuracy", "balanced_accuracy")}
+
+
+def summary_draws(scores: Sequence[dict[str, Any]]) -> Statistic:
+    """``summary`` over blocks of bootstrap resamples (``benchmarks.bootstrap``; the same values, tested)."""
+    return binary_statistic([s["gold"] for s in scores], [s["pred"] for s in scores])
 
 
 def details(instances: Sequence[Instance], scores: Sequence[dict[str, Any]]) -> dict[str, Any]:

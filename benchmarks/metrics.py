@@ -37,10 +37,12 @@ __all__ = [
     "LabelReport",
     "binary_metrics",
     "bootstrap_ci",
+    "gold_rank",
     "gold_ranks",
     "label_metrics",
     "mean_ci",
     "ranking_metrics",
+    "resample_indices",
 ]
 
 OTHER_COLUMN = "<other>"
@@ -113,6 +115,17 @@ def binary_metrics(gold: Sequence[bool], pred: Sequence[bool | None]) -> dict[st
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def gold_rank(gold: str, items: Sequence[str] | None, max_rank: int = 3) -> int:
+    """1-based rank of ``gold`` among the first ``max_rank`` of ``items`` (its first occurrence); 0 for a miss or a
+    failure (``None``). One instance of :func:`gold_ranks`, without the array."""
+    if items is None:
+        return 0
+    if isinstance(items, str):
+        raise TypeError("ranked item is a string, expected a sequence of strings")
+    top = list(items[:max_rank])
+    return top.index(gold) + 1 if gold in top else 0
+
+
 def gold_ranks(gold: Sequence[str], ranked: Sequence[Sequence[str] | None], max_rank: int = 3) -> NDArray[np.int64]:
     """Per-instance 1-based rank of the gold item in its ranked list; 0 means a miss.
 
@@ -123,17 +136,12 @@ def gold_ranks(gold: Sequence[str], ranked: Sequence[Sequence[str] | None], max_
     _check_lengths(gold, ranked)
     if max_rank < 1:
         raise ValueError(f"max_rank must be >= 1, got {max_rank}")
-    ranks = np.zeros(len(gold), dtype=np.int64)
+    ranks = []
     for i, (g, items) in enumerate(zip(gold, ranked)):
-        if items is None:
-            continue
         if isinstance(items, str):
             raise TypeError(f"ranked[{i}] is a string, expected a sequence of strings")
-        for pos, item in enumerate(items[:max_rank], start=1):
-            if item == g:
-                ranks[i] = pos
-                break
-    return ranks
+        ranks.append(gold_rank(g, items, max_rank))
+    return np.array(ranks, dtype=np.int64)
 
 
 def ranking_metrics(
@@ -253,10 +261,15 @@ def _check_bootstrap_args(n: int, resamples: int, confidence: float) -> None:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
 
 
-def _index_chunks(n: int, resamples: int, seed: int) -> Iterator[NDArray[np.int64]]:
-    """Yield ``(rows, n)`` arrays of indices drawn with replacement, ``resamples`` rows in all, from one seeded rng."""
+def resample_indices(
+    n: int, resamples: int, seed: int, *, chunk_elements: int = _CHUNK_ELEMENTS
+) -> Iterator[NDArray[np.int64]]:
+    """Yield ``(rows, n)`` arrays of indices drawn with replacement, ``resamples`` rows in all, from one seeded rng.
+
+    Row r holds the same numbers as the r-th ``rng.integers(0, n, size=n)`` of ``np.random.default_rng(seed)``:
+    numpy fills a ``(rows, n)`` block row-major from the same stream, so the chunking never changes a draw."""
     rng = np.random.default_rng(seed)
-    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(n, 1))
+    rows_per_chunk = max(1, chunk_elements // max(n, 1))
     done = 0
     while done < resamples:
         rows = min(rows_per_chunk, resamples - done)
@@ -288,7 +301,7 @@ def bootstrap_ci(
     if n == 0:
         return float("nan"), float("nan")
     stats = np.fromiter(
-        (float(statistic(idx)) for chunk in _index_chunks(n, resamples, seed) for idx in chunk),
+        (float(statistic(idx)) for chunk in resample_indices(n, resamples, seed) for idx in chunk),
         dtype=float,
         count=resamples,
     )
@@ -304,5 +317,5 @@ def mean_ci(
     _check_bootstrap_args(n, resamples, confidence)
     if n == 0:
         return float("nan"), float("nan")
-    stats = np.concatenate([arr[chunk].mean(axis=1) for chunk in _index_chunks(n, resamples, seed)])
+    stats = np.concatenate([arr[chunk].mean(axis=1) for chunk in resample_indices(n, resamples, seed)])
     return _percentile_interval(stats, confidence)

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.base import Instance, Prediction
-from benchmarks.metrics import gold_ranks, ranking_metrics
+from benchmarks.bootstrap import Statistic, ranked_statistic
+from benchmarks.metrics import gold_rank, ranking_metrics
 from benchmarks.parsing import match_ranked, parse_batch
 from rescue_env.data.schema import Scenario
 from rescue_env.taxonomy import LabelSet
@@ -60,7 +61,7 @@ def score_ranked(instance: Instance, prediction: Prediction, gold_key: str) -> d
     """Rank of the gold in the top 3 (0 = miss; a failure is a miss). ``top1`` is None for a failure."""
     gold = instance.gold[gold_key]
     ranking = list(prediction.value) if prediction.ok and prediction.value else None
-    rank = int(gold_ranks([gold], [ranking], max_rank=TOP_K)[0])
+    rank = gold_rank(gold, ranking, max_rank=TOP_K)
     return {
         "scenario": instance.scenario,
         "gold": gold,
@@ -76,6 +77,11 @@ def ranked_summary(scores: Sequence[Mapping[str, Any]]) -> dict[str, float | Non
     """recall@1/2/3 and MRR (micro means; a gold outside the top 3 and a failure both count 0)."""
     m = ranking_metrics([s["gold"] for s in scores], [s["ranking"] for s in scores], ks=(1, 2, 3))
     return {k: m[k] for k in ("recall@1", "recall@2", "recall@3", "mrr")}
+
+
+def ranked_summary_draws(scores: Sequence[Mapping[str, Any]]) -> Statistic:
+    """:func:`ranked_summary` over blocks of bootstrap resamples (``benchmarks.bootstrap``)."""
+    return ranked_statistic([s["gold"] for s in scores], [s["ranking"] for s in scores], ks=(1, 2, 3))
 
 
 def failure_counts(scores: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import bootstrap
 from benchmarks.base import Instance, Prediction
 from benchmarks.runs import atomic_write
 from rescue_env.data.stats import relative_position
@@ -116,25 +117,10 @@ def judge_failures(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def bootstrap_summary(
     task: ModuleType, scores: Sequence[Mapping[str, Any]], resamples: int, seed: int
 ) -> dict[str, tuple[float, float] | None]:
-    """Percentile 95 % intervals of every headline metric, resampling instances (one pass per resample)."""
-    n = len(scores)
-    point = task.summary(scores)
-    if n == 0 or resamples <= 0:
-        return {k: None for k in point}
-    rng = np.random.default_rng(seed)
-    draws: dict[str, list[float]] = {k: [] for k in point if point[k] is not None}
-    for _ in range(resamples):
-        idx = rng.integers(0, n, size=n)
-        values = task.summary([scores[i] for i in idx])
-        for key in draws:
-            if values.get(key) is not None:
-                draws[key].append(float(values[key]))
-    out: dict[str, tuple[float, float] | None] = {k: None for k in point}
-    for key, values in draws.items():
-        if values:
-            low, high = np.quantile(values, [0.025, 0.975])
-            out[key] = (float(low), float(high))
-    return out
+    """Percentile 95 % intervals of every headline metric, resampling instances: the r-th resample is the r-th
+    ``integers(0, n, size=n)`` of ``default_rng(seed)``, each task's metrics computed over all resamples at once
+    (``benchmarks.bootstrap``; the same values as ``task.summary`` on each resample)."""
+    return bootstrap.intervals(task, scores, resamples, seed)
 
 
 def score_plan(

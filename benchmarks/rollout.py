@@ -184,6 +184,7 @@ def evaluate_policy(
         env = RescueEnv(**{"sample_order": "sequential", **dict(env_or_kwargs or {})})
     else:
         env = _unwrapped_rescue_env(env_or_kwargs)
+    env.info_level = "full"  # step_record reads every step's details (gold, chosen, components, state)
     if isinstance(policy, str):
         from policies import make_policy
 
@@ -402,6 +403,7 @@ class Rollout(ModelRun):
                 rates=self._rates,
                 mode=c.mode,
                 render_mode="ansi" if render else None,
+                info_level="full",
             )
         kwargs: dict[str, Any] = {"dynamics": self._dynamics} if c.env_id == "Rescue-v1" else {}
         return ENV_CLASSES[c.env_id](
@@ -411,6 +413,7 @@ class Rollout(ModelRun):
             context_size=c.context_size,
             sample_order="sequential",
             render_mode="ansi" if render else None,
+            info_level="full",
             **kwargs,
         )
 
@@ -465,6 +468,7 @@ class Rollout(ModelRun):
                     timeout=self.timeout,
                 ),
                 max_connections=self.max_connections,
+                workers=self.workers,
                 max_retries=self.max_retries,
                 backoff_base=self.backoff_base,
                 cache_dir=self.cache_dir,
@@ -583,7 +587,14 @@ class Rollout(ModelRun):
         return steps
 
     def run(self) -> dict[str, Any]:
-        return asyncio.run(self.arun())
+        own = self._client is None
+        if self.config.model is not None:
+            self.client().start_workers()  # worker processes (``--workers``) import litellm meanwhile
+        try:
+            return asyncio.run(self.arun())
+        finally:
+            if own and self._client is not None:
+                self._client.close()  # a client passed in is the caller's to close
 
     async def arun(self) -> dict[str, Any]:
         check_same_settings(self.output, self.config, self.dataset, what="rollout")

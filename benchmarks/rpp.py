@@ -16,10 +16,11 @@ with taxonomy labels, so it cannot earn recall@2/3 or MRR it did not name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from benchmarks.base import Instance, Prediction, PromptOptions, new_instance
+from benchmarks.bootstrap import Resample, Statistic, macro_f1_statistic
 from benchmarks.metrics import label_metrics
 from benchmarks.prompting import (
     context_size,
@@ -40,6 +41,7 @@ from benchmarks.ranking import (
     parse_ranked,
     ranked_by_score,
     ranked_summary,
+    ranked_summary_draws,
     score_ranked,
 )
 from rescue_env.data.domain import RelationProtocol, is_client, relation_labels, scenario_of
@@ -120,7 +122,10 @@ def score(instance: Instance, prediction: Prediction, extras: Mapping[str, Any] 
 
 
 def _labels_for(scores: Sequence[Mapping[str, Any]]) -> list[str]:
-    scenarios = {s["scenario"] for s in scores}
+    return _labels_of({s["scenario"] for s in scores})
+
+
+def _labels_of(scenarios: Set[str]) -> list[str]:
     if len(scenarios) == 1:
         return list(relation_patterns(next(iter(scenarios))).keys())
     return list(ALL_RELATION_PATTERN_KEYS)  # a pooled couple + family set
@@ -134,6 +139,21 @@ def summary(scores: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
         report = label_metrics([s["gold"] for s in scores], [s["top1"] for s in scores], _labels_for(scores))
         out["macro_f1"] = report.macro_f1
     return out
+
+
+def summary_draws(scores: Sequence[Mapping[str, Any]]) -> Statistic:
+    """``summary`` over blocks of bootstrap resamples (``benchmarks.bootstrap``; the same values, tested). The
+    macro F1's label set follows the scenarios each resample holds, as ``summary``'s does."""
+    ranked = ranked_summary_draws(scores)
+    macro = macro_f1_statistic(
+        [s["gold"] for s in scores], [s["top1"] for s in scores], [s["scenario"] for s in scores], _labels_of
+    )
+
+    def statistic(resample: Resample) -> dict[str, Any]:
+        out = ranked(resample)
+        return {"accuracy": out["recall@1"], **out, **macro(resample)}
+
+    return statistic
 
 
 def details(instances: Sequence[Instance], scores: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -229,6 +229,7 @@ class Evaluation(ModelRun):
             client = LLMClient(
                 self._model_config(judge),
                 max_connections=self.max_connections,
+                workers=self.workers,
                 max_retries=self.max_retries,
                 backoff_base=self.backoff_base,
                 cache_dir=self.cache_dir,
@@ -447,7 +448,19 @@ class Evaluation(ModelRun):
     # ----- run ----------------------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        return asyncio.run(self.arun())
+        if self.config.agent == "litellm":
+            # Worker processes (``--workers``) import litellm while this one builds the instances.
+            self._client_for(judge=False).start_workers()
+        try:
+            return asyncio.run(self.arun())
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the model clients' worker processes (if any)."""
+        for client in (self._client, self._judge_client):
+            if client is not None:
+                client.close()
 
     async def arun(self) -> dict[str, Any]:
         """Check, probe, then run (see the module docstring). Raises ``ModelSetupError`` or
@@ -484,9 +497,11 @@ class Evaluation(ModelRun):
         started = time.perf_counter()
         order = [i.instance_id for _, instances in plan for i in instances]
         try:
+            # Every task's requests share the connections at once: one task after the other would leave them
+            # idle at the end of each task (its last, partial round of requests).
+            bar.describe(",".join(task.name.upper() for task, _ in plan))
+            await _all_or_none([self._predict(task, instances, store, bar) for task, instances in plan])
             for task, instances in plan:
-                bar.describe(task.name.upper())
-                await self._predict(task, instances, store, bar)
                 if getattr(task, "generative", False):
                     bar.describe(f"{task.name.upper()} judge")
                     await self._judge(task, instances, store)
@@ -647,6 +662,19 @@ def _answered(completion: Any):
         return completion
 
     return complete
+
+
+async def _all_or_none(coroutines: Sequence[Any]) -> list[Any]:
+    """``asyncio.gather``, except that when one raises (e.g. the failure budget) the others are cancelled and
+    awaited before it propagates, so nothing keeps calling the model."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def _as_completed(coroutines: Sequence[Any]):

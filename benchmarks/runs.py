@@ -40,6 +40,9 @@ class RunOptions:
 
     command: Sequence[str] | None = None
     max_connections: int = 8
+    workers: int = 1
+    """Processes that send the model requests (``agents.client.LLMClient``'s ``workers``): litellm's CPU per
+    request limits one process, so several connections' worth of answers per second may need more than one."""
     cache_dir: str | Path | None = None
     progress: bool = True
     timeout: float = 120.0
@@ -59,6 +62,7 @@ class ModelRun:
         self.output = Path(output)
         self.command = list(options.command) if options.command is not None else list(sys.argv)
         self.max_connections = options.max_connections
+        self.workers = options.workers
         self.cache_dir = Path(options.cache_dir) if options.cache_dir else self.output / "cache"
         self.progress_enabled = options.progress
         self.timeout = float(options.timeout)

@@ -42,6 +42,7 @@ from benchmarks.ranking import (
     parse_ranked,
     ranked_by_score,
     ranked_summary,
+    ranked_summary_draws,
     score_ranked,
 )
 from benchmarks.stp import support_rows
@@ -127,6 +128,10 @@ def score(instance: Instance, prediction: Prediction, extras: Mapping[str, Any] 
 def summary(scores: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """recall@1 (the paper's Rec.), recall@2, recall@3 and MRR."""
     return ranked_summary(scores)
+
+
+summary_draws = ranked_summary_draws
+"""``summary`` over blocks of bootstrap resamples (``benchmarks.bootstrap``; the same values, tested)."""
 
 
 def _labels_for(scores: Sequence[Mapping[str, Any]]) -> list[str]:

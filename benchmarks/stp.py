@@ -32,6 +32,7 @@ from benchmarks.ranking import (
     one_scenario,
     parse_ranked,
     ranked_summary,
+    ranked_summary_draws,
     score_ranked,
 )
 from rescue_env.data.domain import (
@@ -163,6 +164,10 @@ def score(instance: Instance, prediction: Prediction, extras: Mapping[str, Any] 
 def summary(scores: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """recall@1 (the paper's Rec.), recall@2, recall@3 and MRR."""
     return ranked_summary(scores)
+
+
+summary_draws = ranked_summary_draws
+"""``summary`` over blocks of bootstrap resamples (``benchmarks.bootstrap``; the same values, tested)."""
 
 
 def _kind(label: str | None) -> str:

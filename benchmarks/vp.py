@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchmarks.base import Instance, Prediction, PromptOptions, even_sample, new_instance
+from benchmarks.bootstrap import Resample, Statistic, mean_if_run
 from benchmarks.parsing import parse_batch
 from benchmarks.prompting import context_size, current_row_item, current_row_note, describe_window, envelope
 from rescue_env.data.domain import THERAPIST, is_client, participants, scenario_of
@@ -314,6 +315,22 @@ def summary(scores: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
         "bertscore": _mean([s["bertscore"] for s in scores if s["bertscore"] is not None]) if bert_ran else None,
         "target_match": _mean([s["target_match"] for s in scores]),
     }
+
+
+def summary_draws(scores: Sequence[Mapping[str, Any]]) -> Statistic:
+    """``summary`` over blocks of bootstrap resamples (``benchmarks.bootstrap``; the same values, tested), with its
+    rule for the judge and BERTScore: not run in a resample where no valid answer has it, unless all failed."""
+    valid = [not s["failed"] for s in scores]
+    means = {
+        "judge": mean_if_run([s["judge"] for s in scores], valid, [bool(s["judged"]) for s in scores]),
+        "bertscore": mean_if_run([s["bertscore"] for s in scores], valid, [s["bertscore"] is not None for s in scores]),
+        "target_match": mean_if_run([s["target_match"] for s in scores]),
+    }
+
+    def statistic(resample: Resample) -> dict[str, Any]:
+        return {key: mean(resample) for key, mean in means.items()}
+
+    return statistic
 
 
 def details(instances: Sequence[Instance], scores: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -419,8 +419,9 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--agent",
         default=None,
-        help="oracle, random, majority, heuristic, litellm, or trained:linear / trained:minilm (scikit-learn "
-        "solvers of ITP, RPP, STP and SSP, with --crossfit) (default: litellm if --model, else heuristic)",
+        help="oracle, random, majority, heuristic, litellm, or trained:linear / trained:minilm / trained:targeted "
+        "(scikit-learn solvers of ITP, RPP, STP and SSP, with --crossfit) "
+        "(default: litellm if --model, else heuristic)",
     )
     model.add_argument(
         "--crossfit",
@@ -640,6 +641,15 @@ def _add_model_arguments(group: argparse._ArgumentGroup) -> None:
     )
     group.add_argument(
         "--max-connections", type=_count(1), default=8, metavar="N", help="concurrent requests (default: %(default)s)"
+    )
+    group.add_argument(
+        "--workers",
+        type=_count(1),
+        default=1,
+        metavar="N",
+        help="processes sending the requests, sharing --max-connections: litellm's CPU per request caps one "
+        "process near 100-150 requests/s, so high --max-connections against a fast endpoint want one per core "
+        "(default: %(default)s)",
     )
     group.add_argument(
         "--max-tokens", type=_count(1), default=2048, metavar="N", help="answer token limit (default: %(default)s)"
@@ -907,7 +917,12 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--output", "-o", default="runs/compare", metavar="DIR", help="output directory")
     compare.add_argument("--seeds", default="0,1,2,3,4", metavar="LIST", help="comma-separated fold seeds")
     compare.add_argument("--folds", type=_count(2), default=5, metavar="K", help="cross-fitting folds")
-    compare.add_argument("--solvers", default="linear,minilm", metavar="LIST", help="trained solvers to cross-fit")
+    compare.add_argument(
+        "--solvers",
+        default="linear,targeted",
+        metavar="LIST",
+        help="trained solvers to cross-fit (targeted is minilm on ITP and RPP, so minilm is left out by default)",
+    )
     compare.add_argument("--baselines", default="majority,heuristic", metavar="LIST", help="built-in agents to run")
     compare.add_argument("--bootstrap", type=_count(0), default=1000, metavar="N", help="bootstrap resamples")
     compare.add_argument("--leaky-protocols", action="store_true", help="also show what wrong protocols report")
@@ -1052,6 +1067,7 @@ def _run_options(args: argparse.Namespace, tally: Any):
 
     return RunOptions(
         max_connections=args.max_connections,
+        workers=args.workers,
         cache_dir=args.cache_dir,
         progress=not args.no_progress,
         write_prompts=getattr(args, "write_prompts", False),

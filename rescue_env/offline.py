@@ -275,7 +275,9 @@ def _make_env(env_id: str, data: str, split: str, seed: int, test_fraction: floa
         kwargs.update(starts=split, split_seed=seed, test_fraction=test_fraction)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # gymnasium's "Rescue-v0 is out of date": chosen here
-        return gym.make(env_id, data=data, **kwargs), kwargs
+        env = gym.make(env_id, data=data, **kwargs)
+    env.unwrapped.info_level = "full"  # the stored infos read the step's components, gold and state
+    return env, kwargs
 
 
 def export_minari(

@@ -1,225 +1,310 @@
-"""Environment speed: ``Rescue-v0`` and ``RescueFlat-v0`` next to Gymnasium's ``CartPole-v1``, in one run.
+"""Environment speed: every Rescue id next to Gymnasium's ``CartPole-v1``, measured in one run.
 
-    python scripts/bench_env.py [--data PATH|demo] [--steps 20000] [--repeat 3] [--ppo-steps 4096] [--ppo-repeat 2]
+    python scripts/bench_env.py [--data PATH|demo] [--steps 20000] [--repeat 3] [--vector 4] [--ids ...]
+                                [--baseline /tmp/baseline | --no-baseline] [--profile ID] [--json]
 
---data defaults to ../shared/data/rescue_text.jsonl (the whole release) when present, else the embedded demo.
-Prints:
-- reset time (mean ms per reset) on a fresh env, where each conversation is precomputed at its first reset, and
-  again once cached; for the flat variant also steps/s over a first pass (feature caches cold) vs a second pass;
-- steps/s with random actions (``action_space.sample`` of a seeded space) for the three ids, all built with
-  ``gym.make`` so that the default wrappers cost the same, best of --repeat after a warm-up of --steps;
-- the ratio flat / CartPole (target >= 0.5x); when it is missed, a cProfile of the flat loop says what limits it;
-- SB3 PPO steps/s (MlpPolicy, n_steps 512, --ppo-steps, best of --ppo-repeat, --torch-threads) on the flat
-  variant (fresh, and with its caches warm) and on CartPole.
+--data defaults to ../shared/data/rescue_text.jsonl (the release) when present, else the embedded demo. Every id
+(``Rescue-v0``, ``RescueFlat-v0``, ``Rescue-v1``, ``RescueFlat-v1``, ``RescueSim-v0``, ``RescueSimFlat-v0`` and
+the reference ``CartPole-v1``) is built with ``gym.make`` or ``gym.make_vec(..., vectorization_mode="sync")`` with
+--vector sub-envs, so that the default wrappers cost the same. Printed per id:
+
+- ``single``: env-steps/s of one env, actions drawn before the clock starts (sampling a ``Dict`` action is
+  gymnasium's cost, not the env's), best of --repeat runs of --steps steps after every conversation was played
+  once and a warm-up run (the steady state: the first pass is timed apart, below);
+- ``vec``: the same under ``make_vec`` (--steps env-steps = --steps / --vector vector steps);
+- ``vec+sample``: ``make_vec`` with ``action_space.sample()`` in the timed loop (what a naive loop sees);
+- each figure's ratio to CartPole's same figure, timed in turn with it in the same process (so that a change of
+  the machine's load hits both; targets: single >= 0.8x, vec >= 0.5x);
+- ``first pass``: in a fresh process, seconds to play every conversation (every start of the sim) once, right
+  after ``gym.make`` (the per-conversation precomputation is in it; target <= 1 s), and the seconds of
+  ``gym.make`` itself (data loading, F's fit) beside it;
+- the old figures: the same measurements run in a subprocess against --baseline (an unchanged copy of the
+  code, e.g. /tmp/baseline), printed beside the new ones (``old``), each with its own CartPole reference.
+
+--profile ID prints a cProfile of ID's single-env loop (own time of the top functions) after the table.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
+import subprocess
+import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
-import gymnasium as gym
-
-import rescue_env  # noqa: F401  (registers Rescue-v0 and RescueFlat-v0)
-
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"
-TARGET = 0.5
+IDS = ("Rescue-v0", "RescueFlat-v0", "Rescue-v1", "RescueFlat-v1", "RescueSim-v0", "RescueSimFlat-v0")
+REFERENCE = "CartPole-v1"
+TARGETS = {"single": 0.8, "vec": 0.5}
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = time.perf_counter  # --clock: the process's CPU time is steadier than wall time on a loaded machine
 
 
-def make(env_id: str, data: str, **kwargs) -> gym.Env:
-    return gym.make(env_id, **kwargs) if env_id == "CartPole-v1" else gym.make(env_id, data=data, **kwargs)
+def _make(env_id: str, data: str, vector: int = 0):
+    import gymnasium as gym
+
+    import rescue_env  # noqa: F401  (registers the ids)
+
+    kwargs = {} if env_id == REFERENCE else {"data": data}
+    if vector:
+        return gym.make_vec(env_id, num_envs=vector, vectorization_mode="sync", **kwargs)
+    return gym.make(env_id, **kwargs)
 
 
-def random_steps(env: gym.Env, steps: int) -> None:
+def _run(env, actions: list | None, steps: int, vector: bool) -> float:
+    """Seconds for ``steps`` steps: of ``actions`` in turn, or with ``action_space.sample()`` when None."""
     step, sample = env.step, env.action_space.sample
-    for _ in range(steps):
-        _, _, terminated, truncated, _ = step(sample())
-        if terminated or truncated:
-            env.reset()
+    start = clock()
+    if actions is None:
+        for _ in range(steps):
+            _, _, terminated, truncated, _ = step(sample())
+            if not vector and (terminated or truncated):
+                env.reset()
+    else:
+        for action in actions:
+            _, _, terminated, truncated, _ = step(action)
+            if not vector and (terminated or truncated):
+                env.reset()  # a vector env resets its sub-envs itself (next-step autoreset)
+    return clock() - start
 
 
-def steps_per_second(env_id: str, data: str, steps: int, repeat: int) -> float:
-    env = make(env_id, data)
+def _visit_every_conversation(env) -> None:
+    """Play every conversation once in every (sub-)env, so that the figures are the steady state's: the first
+    pass over the data (the per-conversation precomputation, the flat features) is timed on its own."""
+    for sub in getattr(env, "envs", [env]):
+        sub.action_space.seed(0)
+        for sample in getattr(sub.unwrapped, "samples", []):
+            sub.reset(options={"sample_id": sample.sample_id})
+            done = False
+            while not done:
+                _, _, terminated, truncated, _ = sub.step(sub.action_space.sample())
+                done = terminated or truncated
+
+
+def _prepared(env_id: str, data: str, steps: int, vector: int, presampled: bool):
+    env = _make(env_id, data, vector)
+    _visit_every_conversation(env)
     env.reset(seed=0)
     env.action_space.seed(0)
-    random_steps(env, steps)  # warm-up: imports, per-conversation precompute, feature caches
-    best = float("inf")
+    loop_steps = max(1, steps // max(vector, 1))
+    actions = [env.action_space.sample() for _ in range(loop_steps)] if presampled else None
+    _run(env, actions, loop_steps, bool(vector))  # warm-up: imports, precomputation, feature caches
+    return env, actions, loop_steps
+
+
+def steps_per_second(
+    env_id: str, data: str, steps: int, repeat: int, vector: int, presampled: bool
+) -> tuple[float, float]:
+    """(env-steps/s of ``env_id``, of CartPole-v1), each the best of ``repeat`` runs after a warm-up run; the two
+    are timed in turn, so that a change in the machine's load hits both (the ratio is what is compared)."""
+    env, actions, loop_steps = _prepared(env_id, data, steps, vector, presampled)
+    reference, reference_actions, _ = _prepared(REFERENCE, data, steps, vector, presampled)
+    best = best_reference = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
-        random_steps(env, steps)
-        best = min(best, time.perf_counter() - start)
+        best_reference = min(best_reference, _run(reference, reference_actions, loop_steps, bool(vector)))
+        best = min(best, _run(env, actions, loop_steps, bool(vector)))
     env.close()
-    return steps / best
+    reference.close()
+    scale = loop_steps * max(vector, 1)
+    return scale / best, scale / best_reference
 
 
-def reset_times(env_id: str, data: str) -> tuple[float, float, int]:
-    """Mean ms per reset over every conversation: first reset of each (precompute), then again (cached)."""
-    env = make(env_id, data, sample_order="sequential")
-    n = len(env.unwrapped.samples)
-    env.reset(seed=0)  # the first conversation is precomputed here; measure the others' first resets
-    timings = []
-    for _ in range(2):
-        start = time.perf_counter()
-        for _ in range(n):
-            env.reset()
-        timings.append((time.perf_counter() - start) / n * 1000)
-    return timings[0], timings[1], n
-
-
-def full_passes(data: str) -> tuple[float, float, int]:
-    """Steps/s of the flat variant over every decision point once with cold caches, then once more."""
-    env = make("RescueFlat-v0", data, sample_order="sequential")
+def sample_rate(env_id: str, data: str, steps: int, vector: int) -> float:
+    """``action_space.sample()`` calls/s (times the sub-envs under ``make_vec``: actions per second)."""
+    env = _make(env_id, data, vector)
     env.action_space.seed(0)
-    n = len(env.unwrapped.samples)
-    rates, points = [], 0
-    for _ in range(2):
-        points, start = 0, time.perf_counter()
-        for _ in range(n):
-            env.reset()
-            terminated = False
-            while not terminated:
-                _, _, terminated, _, _ = env.step(env.action_space.sample())
-                points += 1
-        rates.append(points / (time.perf_counter() - start))
-    return rates[0], rates[1], points
+    n = max(1, steps // max(vector, 1))
+    start = time.perf_counter()
+    for _ in range(n):
+        env.action_space.sample()
+    rate = n * max(vector, 1) / (time.perf_counter() - start)
+    env.close()
+    return rate
 
 
-def profile_flat(data: str, steps: int) -> None:
-    env = make("RescueFlat-v0", data)
+def first_pass(env_id: str, data: str) -> dict[str, float]:
+    """In this (fresh) process: seconds of ``gym.make`` and of playing every conversation once after it."""
+    start = time.perf_counter()
+    env = _make(env_id, data)
+    built = time.perf_counter() - start
+    env.action_space.seed(0)
+    pool = [env.action_space.sample() for _ in range(1024)]
+    samples = env.unwrapped.samples
+    steps, start = 0, time.perf_counter()
+    for sample in samples:
+        env.reset(seed=steps, options={"sample_id": sample.sample_id})
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(pool[steps % len(pool)])
+            steps += 1
+            done = terminated or truncated
+    return {"make_s": built, "pass_s": time.perf_counter() - start, "episodes": len(samples), "steps": steps}
+
+
+def measure(ids: list[str], data: str, steps: int, repeat: int, vector: int) -> dict[str, dict[str, float]]:
+    """Per id: each figure and CartPole-v1's same figure timed beside it (``<figure>_reference``)."""
+    figures: dict[str, dict[str, float]] = {}
+    for env_id in [REFERENCE, *ids]:
+        row: dict[str, float] = {"single_sample_s": sample_rate(env_id, data, steps, 0)}
+        modes = [("single", 0, True)] + ([("vec", vector, True), ("vec+sample", vector, False)] if vector else [])
+        for key, n, presampled in modes:
+            row[key], row[f"{key}_reference"] = steps_per_second(env_id, data, steps, repeat, n, presampled)
+        figures[env_id] = row
+    return figures
+
+
+def _worker(args: argparse.Namespace) -> int:
+    if args.first_pass:
+        print(json.dumps(first_pass(args.first_pass, args.data)))
+    else:
+        print(json.dumps(measure(args.ids, args.data, args.steps, args.repeat, args.vector)))
+    return 0
+
+
+def _subprocess(root: Path | None, argv: list[str]) -> dict:
+    """This script's worker in a fresh interpreter, importing ``rescue_env`` from ``root`` (None: this tree)."""
+    env = dict(os.environ)
+    if root is not None:
+        env["PYTHONPATH"] = str(root)
+    cwd = "/" if root is not None else str(Path(__file__).resolve().parents[1])
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--worker", *argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def profile(env_id: str, data: str, steps: int) -> None:
+    env = _make(env_id, data)
     env.reset(seed=0)
     env.action_space.seed(0)
-    random_steps(env, steps)
+    actions = [env.action_space.sample() for _ in range(steps)]
+    _run(env, actions, steps, False)
     profiler = cProfile.Profile()
     profiler.enable()
-    random_steps(env, steps)
+    _run(env, actions, steps, False)
     profiler.disable()
     stats = pstats.Stats(profiler)
-    total = sum(entry[2] for entry in stats.stats.values())  # tottime of every function = the loop's time
-    by_file: dict[str, float] = defaultdict(float)
-    for (filename, _, _), entry in stats.stats.items():
-        path = filename.replace(os.sep, "/")
-        if "/rescue_env/" in path:
-            key = "rescue_env/" + path.rsplit("/rescue_env/", 1)[1]
-        elif "/gymnasium/" in path:
-            key = "gymnasium (spaces, default wrappers)"
-        elif "/numpy/" in path:
-            key = "numpy (Python-level)"
-        else:
-            key = "builtins / other"
-        by_file[key] += entry[2]
-    print(f"  cProfile of {steps:,} flat steps: own time by file")
-    for key, seconds in sorted(by_file.items(), key=lambda kv: -kv[1]):
-        print(f"    {seconds / total:6.1%}  {key}")
-    cumulative = {f"{Path(f).name}:{fn}": entry[3] for (f, _, fn), entry in stats.stats.items()}
-    env_step = cumulative.get("env.py:step", 0.0)
-    env_obs = cumulative.get("env.py:_observation", 0.0)
-    flat_obs = cumulative.get("wrappers.py:observation", 0.0)
-    flat_act = cumulative.get("wrappers.py:action", 0.0)
-    print(
-        f"  RescueEnv.step (env.py, with its _observation {env_obs / total:.0%}) takes {env_step / total:.0%} of the "
-        f"loop; FlatObservation.observation {flat_obs / total:.0%}, FlatAction.action {flat_act / total:.0%}"
-    )
-    print("  top functions by own time:")
-    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:8]
-    for (filename, line, name), entry in rows:
-        print(f"    {entry[2] / total:6.1%}  {entry[1]:>9,} calls  {Path(filename).name}:{line}({name})")
+    total = sum(entry[2] for entry in stats.stats.values())
+    print(f"cProfile of {steps:,} {env_id} steps (pre-drawn actions): top functions by own time")
+    for (filename, line, name), entry in sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:15]:
+        print(f"  {entry[2] / total:6.1%}  {entry[1]:>9,} calls  {Path(filename).name}:{line}({name})")
 
 
-def visit_every_decision(env: gym.Env) -> None:
-    """Step through every conversation once (public API only), so that the per-conversation precompute and the
-    flat feature caches are warm."""
-    env.action_space.seed(0)
-    for sample in env.unwrapped.samples:
-        env.reset(options={"sample_id": sample.sample_id})
-        terminated = False
-        while not terminated:
-            _, _, terminated, _, _ = env.step(env.action_space.sample())
+def _ratio(figures: dict, env_id: str, key: str) -> float | None:
+    """The figure over CartPole's, timed beside it."""
+    reference = figures.get(env_id, {}).get(f"{key}_reference")
+    value = figures.get(env_id, {}).get(key)
+    return value / reference if value and reference else None
 
 
-def ppo_steps_per_second(env_id: str, data: str, steps: int, repeat: int = 1, warm: bool = False) -> float:
-    """Best of ``repeat`` PPO runs, each on a fresh env (warmed by one visit of every decision when ``warm``)."""
-    from stable_baselines3 import PPO
-
-    best = float("inf")
-    for _ in range(repeat):
-        env = make(env_id, data)
-        if warm:
-            visit_every_decision(env)
-        model = PPO("MlpPolicy", env, n_steps=512, batch_size=64, seed=0, device="cpu", verbose=0)
-        start = time.perf_counter()
-        model.learn(total_timesteps=steps)
-        best = min(best, time.perf_counter() - start)
-    return steps / best
+def _cell(figures: dict | None, env_id: str, key: str) -> str:
+    if not figures or "error" in figures or key not in figures.get(env_id, {}):
+        return f"{'-':>17}"
+    ratio = _ratio(figures, env_id, key)
+    return f"{figures[env_id][key]:9,.0f} ({ratio:5.2f}x)" if ratio is not None else f"{figures[env_id][key]:17,.0f}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DEFAULT) if DEFAULT.is_file() else "demo")
-    parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--ppo-steps", type=int, default=4096)
-    parser.add_argument("--ppo-repeat", type=int, default=2)
-    parser.add_argument("--torch-threads", type=int, default=1)
-    args = parser.parse_args()
-    print(f"data: {args.data}; {args.steps:,} random steps per measurement, best of {args.repeat}")
+    parser.add_argument("--steps", type=int, default=20_000, help="env-steps per measurement")
+    parser.add_argument("--repeat", type=int, default=3, help="measurements per figure (the best is kept)")
+    parser.add_argument("--vector", type=int, default=4, help="sub-envs under make_vec (0: skip)")
+    parser.add_argument("--ids", nargs="+", default=list(IDS), choices=IDS)
+    baseline = Path("/tmp/baseline")
+    parser.add_argument("--baseline", type=Path, default=baseline if baseline.is_dir() else None)
+    parser.add_argument("--no-baseline", dest="baseline", action="store_const", const=None)
+    parser.add_argument("--no-first-pass", dest="first_pass_figures", action="store_false")
+    parser.add_argument("--profile", choices=(*IDS, REFERENCE))
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="steps/s in wall or CPU time")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-pass", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.repeat < 1 or args.vector < 0:
+        parser.error("--steps and --repeat must be >= 1, --vector >= 0")
+    global clock
+    clock = CLOCKS[args.clock]
+    if args.worker:
+        return _worker(args)
+    if args.data != "demo" and not Path(args.data).exists():
+        parser.exit(2, f"error: {args.data} not found\n")
 
-    print("reset (mean ms per reset over every conversation: first reset = precompute, then cached)")
-    for env_id in ("Rescue-v0", "RescueFlat-v0"):
-        first, cached, n = reset_times(env_id, args.data)
-        print(f"  {env_id:<14} first {first:8.3f} ms   cached {cached:8.3f} ms   ({n} conversations)")
-    cold, warm, points = full_passes(args.data)
-    print(f"  RescueFlat-v0 one pass over all {points:,} decision points: cold {cold:,.0f} steps/s, warm {warm:,.0f}")
+    common = ["--data", args.data, "--steps", str(args.steps), "--repeat", str(args.repeat)]
+    common += ["--vector", str(args.vector), "--clock", args.clock, "--ids", *args.ids]
+    roots = {"new": None} | ({"old": args.baseline} if args.baseline else {})
+    figures = {label: _subprocess(root, common) for label, root in roots.items()}
+    passes: dict[str, dict[str, dict]] = {label: {} for label in roots}
+    if args.first_pass_figures:
+        for label, root in roots.items():
+            for env_id in args.ids:
+                passes[label][env_id] = _subprocess(root, ["--data", args.data, "--first-pass", env_id])
+    if args.json:
+        print(json.dumps({"data": args.data, "steps": args.steps, "figures": figures, "first_pass": passes}))
+        return 0
 
-    print("random-action steps/s (gym.make, action_space.sample of a seeded space)")
-    ids = ("Rescue-v0", "RescueFlat-v0", "CartPole-v1")
-    rates = {env_id: steps_per_second(env_id, args.data, args.steps, args.repeat) for env_id in ids}
-    for env_id, rate in rates.items():
-        print(f"  {env_id:<14} {rate:12,.0f} steps/s  ({rate / rates['CartPole-v1']:.2f}x CartPole)")
-    ratio = rates["RescueFlat-v0"] / rates["CartPole-v1"]
-    base = rates["Rescue-v0"] / rates["CartPole-v1"]
-    verdict = "met" if ratio >= TARGET else "NOT met"
-    print(f"  flat / CartPole = {ratio:.2f}x (target >= {TARGET}x: {verdict}); Rescue-v0 / CartPole = {base:.2f}x")
-    if ratio < TARGET:
-        profile_flat(args.data, min(args.steps, 20_000))
-        if base < TARGET:
-            print(
-                f"  => limited by Rescue-v0 itself ({base:.2f}x CartPole without any wrapper); the flat variant runs "
-                f"at {rates['RescueFlat-v0'] / rates['Rescue-v0']:.0%} of its speed, so reaching {TARGET}x "
-                "needs a faster RescueEnv.step (env.py), not more caching in wrappers.py"
-            )
-
-    import torch
-
-    torch.set_num_threads(args.torch_threads)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"SB3 PPO (MlpPolicy, n_steps 512, batch 64, {args.ppo_steps:,} steps, cpu, {args.torch_threads} torch "
-        f"thread(s), best of {args.ppo_repeat})"
+        f"data: {args.data}; {args.steps:,} env-steps per figure, best of {args.repeat}; make_vec x{args.vector} "
+        f"(sync); {args.clock} clock; load average {load:.2f} on {os.cpu_count()} cores; old = "
+        f"{args.baseline or 'not measured'}"
     )
-    ppo_steps_per_second("CartPole-v1", args.data, 512)  # warm-up: torch's first-call costs, not counted
-    runs = {
-        "RescueFlat-v0 (fresh env: caches fill while learning)": ppo_steps_per_second(
-            "RescueFlat-v0", args.data, args.ppo_steps, args.ppo_repeat
-        ),
-        "RescueFlat-v0 (caches warm)": ppo_steps_per_second(
-            "RescueFlat-v0", args.data, args.ppo_steps, args.ppo_repeat, warm=True
-        ),
-        "CartPole-v1": ppo_steps_per_second("CartPole-v1", args.data, args.ppo_steps, args.ppo_repeat),
-    }
-    for label, rate in runs.items():
-        print(f"  {label:<54} {rate:8,.0f} steps/s  ({rate / runs['CartPole-v1']:.2f}x CartPole)")
-    warm = runs["RescueFlat-v0 (caches warm)"]
-    flat = make("RescueFlat-v0", args.data)
-    print(
-        f"  the env's share of warm PPO time: ~{warm / rates['RescueFlat-v0']:.0%} (from its random-action rate); "
-        f"the rest is SB3 + torch: a {flat.observation_space.shape[0]}-d input and {len(flat.action_space.nvec)} "
-        "categorical heads for the MultiDiscrete action, against 4 inputs and 1 head for CartPole"
-    )
+    print("env-steps/s (ratio to CartPole-v1's same figure, timed in turn with it in the same process)")
+    keys = ["single"] + (["vec", "vec+sample"] if args.vector else [])
+    header = f"  {'':<18}" + "".join(f"{k + ' ' + label:>19}" for k in keys for label in roots)
+    print(header)
+    for env_id in [REFERENCE, *args.ids]:
+        cells = "".join(f"  {_cell(figures[label], env_id, key)}" for key in keys for label in roots)
+        print(f"  {env_id:<18}{cells}")
+    new = figures["new"]
+    if "error" in new:
+        print(f"  new: {new['error']}")
+    for label in roots:
+        if "error" in figures[label]:
+            print(f"  {label}: {figures[label]['error']}")
+    print("action_space.sample() calls/s, single env (gymnasium's cost, outside the timed steps above)")
+    for env_id in [REFERENCE, *args.ids]:
+        if env_id in new:
+            print(f"  {env_id:<18} {new[env_id]['single_sample_s']:12,.0f}/s")
+    if args.first_pass_figures:
+        print("first pass in a fresh process: every conversation (sim: every start) played once after gym.make")
+        for env_id in args.ids:
+            parts = []
+            for label in roots:
+                f = passes[label].get(env_id, {})
+                if "pass_s" in f:
+                    parts.append(
+                        f"{label} {f['pass_s']:6.2f} s ({f['steps']:,} steps, {f['episodes']} episodes; "
+                        f"gym.make {f['make_s']:.2f} s)"
+                    )
+                else:
+                    parts.append(f"{label} {f.get('error', '-')}")
+            print(f"  {env_id:<18} " + "   ".join(parts))
+    verdicts = []
+    for env_id in args.ids:
+        for key, target in TARGETS.items():
+            ratio = _ratio(new, env_id, key) if "error" not in new else None
+            if key in keys and ratio is not None:
+                verdicts.append(f"{env_id} {key} {ratio:.2f}x {'met' if ratio >= target else 'NOT met'}")
+    print(f"targets (single >= {TARGETS['single']}x, vec >= {TARGETS['vec']}x): " + "; ".join(verdicts))
+    if args.first_pass_figures:
+        slow = [i for i in args.ids if passes["new"].get(i, {}).get("pass_s", 0.0) > 1.0]
+        print(f"first pass <= 1 s: {'met' if not slow else 'NOT met for ' + ', '.join(slow)}")
+    if args.profile:
+        profile(args.profile, args.data, min(args.steps, 20_000))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

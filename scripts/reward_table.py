@@ -53,6 +53,7 @@ class Sums:
 
 def rollout(name: str, env: RescueEnv, seed: int = 0) -> Sums:
     policy = make_policy(name, env, seed)
+    env.info_level = "full"  # the table reads every step's info["chosen"] and info["components"]
     sums = Sums()
     for index, sample in enumerate(env.samples):
         observation, info = env.reset(seed=seed if index == 0 else None, options={"sample_id": sample.sample_id})

@@ -173,6 +173,8 @@ def play(policy: Any, env: RescueSimEnv, sample_id: str, seed: int, steps: list 
     """One episode of ``policy`` from ``sample_id`` with env seed ``seed``; ``info["episode"]`` (plus the start and
     scenario). With ``steps`` given, appends per step: (scenario, n, intervene, recipients, strategy key, most
     distressed slots before the step, the recorded support when the policy is ``recorded``)."""
+    if steps is not None:
+        env.info_level = "full"  # the per-step records read info["chosen"]
     observation, info = env.reset(seed=seed, options={"sample_id": sample_id})
     policy.reset(seed)
     people = info["participants"]

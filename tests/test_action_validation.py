@@ -71,6 +71,9 @@ def test_dict_envs_reject_bad_keys_and_accept_masked_choices(dict_env):
     if invalid_strategy.size:
         masked["strategy"] = int(invalid_strategy[0])
     _, _, _, _, info = dict_env.step(masked)
+    assert info["n_invalid"] == 1 + bool(invalid_strategy.size)  # the default info counts them
+    dict_env.info_level = "full"
+    _, _, _, _, info = dict_env.step(masked)
     assert "target: absent participant slot" in info["invalid"]
     assert len(info["invalid"]) == 1 + bool(invalid_strategy.size)
 

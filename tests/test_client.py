@@ -266,21 +266,77 @@ def test_missing_key_env_is_reported_without_a_request(monkeypatch: pytest.Monke
 
 
 def test_concurrency_is_bounded_by_max_connections() -> None:
+    """The server counts the requests it handles at once (no timing): the client's limit is what it sees."""
     latency, n = 0.2, 16
 
-    async def burst(client: LLMClient) -> float:
-        await client.complete([{"role": "user", "content": "warm-up"}])  # litellm's first call sets things up
-        started = time.monotonic()
+    async def burst(client: LLMClient) -> None:
         outs = await asyncio.gather(*(client.complete([{"role": "user", "content": f"q{i}"}]) for i in range(n)))
         assert all(o.ok for o in outs)
-        return time.monotonic() - started
 
     with FakeOpenAIServer(latency=latency) as server:
-        wide = run(burst(local_client(server, max_connections=16)))
-        narrow = run(burst(local_client(server, max_connections=2)))
-    assert wide < n * latency / 2, wide  # overlapped (ideally ~1 wave of 0.2 s)
-    assert narrow >= n * latency / 2 * 0.9, narrow  # ~8 waves of 0.2 s
-    assert server.request_count == 2 * (n + 1)
+        run(burst(local_client(server, max_connections=2)))
+        narrow = server.max_in_flight
+        server.max_in_flight = 0
+        run(burst(local_client(server, max_connections=16)))
+        wide = server.max_in_flight
+    assert narrow == 2
+    assert 2 < wide <= 16  # overlapped (each request sleeps 0.2 s in the server, so they pile up)
+    assert server.request_count == 2 * n
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# worker processes
+
+
+def test_workers_answer_count_cache_and_retry_like_one_process(tmp_path: Path) -> None:
+    """workers=2: the same answers, totals and cache as one process; retries happen inside the workers."""
+    first = {"q1": Fault("500"), "q3": Fault("429")}  # each fails once, whenever it arrives
+
+    def faults(index: int, body: dict) -> Fault | None:
+        return first.pop(body["messages"][-1]["content"], None)
+
+    with FakeOpenAIServer(lambda body: f"echo: {body['messages'][-1]['content']}", faults=faults) as server:
+        client = local_client(server, max_connections=4, workers=2, cache_dir=tmp_path)
+        assert client.workers == 2
+
+        async def ask() -> list[Completion]:
+            await client.probe()
+            return await asyncio.gather(*(client.complete([{"role": "user", "content": f"q{i}"}]) for i in range(6)))
+
+        try:
+            outs = run(ask())
+            assert [o.text for o in outs] == [f"echo: q{i}" for i in range(6)]
+            assert all(o.ok and not o.cached for o in outs) and sum(o.attempts for o in outs) == 6 + 2
+            again = run(client.complete([{"role": "user", "content": "q0"}]))  # a cache hit: no worker needed
+            fresh = run(client.complete([{"role": "user", "content": "q6"}]))  # a new event loop: new workers
+            processes = list(client._pool.processes)
+        finally:
+            client.close()
+        assert fresh.text == "echo: q6" and all(p.poll() is not None for p in processes)  # close() stopped them
+        assert again.cached and again.text == "echo: q0"
+        usage = client.usage
+        assert (usage.calls, usage.probe_calls, usage.retries, usage.failures, usage.cache_hits) == (7, 1, 2, 0, 1)
+        assert sum(o.completion_tokens for o in [*outs, fresh]) == 14  # "echo: qN" is two words
+        assert usage.completion_tokens == 14 + 6  # and the probe's answer, "echo: Reply with the word OK."
+        assert server.request_count == 1 + 7 + 2 and len(cache_files(tmp_path)) == 7
+
+
+def test_workers_probe_reports_setup_errors_and_options_are_checked() -> None:
+    with FakeOpenAIServer(expected_api_key="the-right-key") as server:
+        client = local_client(server, workers=2)
+        try:
+            with pytest.raises(ModelSetupError) as info:
+                run(client.probe())
+        finally:
+            client.close()
+        assert info.value.cause == "auth" and "--api-key-env" in str(info.value)
+        assert server.request_count == 1  # not retried
+    with pytest.raises(ValueError, match="pickled"):
+        LLMClient(ModelConfig(model=MOCK_MODEL), workers=2, mock_response=lambda messages: "{}")
+    assert LLMClient(ModelConfig(model=MOCK_MODEL), workers=2, mock_response=mock_responder).workers == 2
+    assert LLMClient(ModelConfig(model=MOCK_MODEL), workers=8, max_connections=3).workers == 3
+    with pytest.raises(ValueError, match="workers"):
+        LLMClient(ModelConfig(model=MOCK_MODEL), workers=0)
 
 
 # ----------------------------------------------------------------------------------------------------------------

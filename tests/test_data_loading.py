@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
 import pytest
 from conftest import make_row, make_sample, write_jsonl
+from pydantic import ValidationError
 
 from rescue_env.data import DataError, load_dataset
 from rescue_env.data.loading import read_sample_ids
@@ -252,3 +254,68 @@ def test_deep_nesting_and_unreadable_files_are_one_line_errors(tmp_path: Path, m
     monkeypatch.setattr(Path, "read_bytes", denied)
     with pytest.raises(DataError, match="locked.jsonl: cannot read: Permission denied"):
         load_dataset(locked)
+
+
+_NO_SPEAKER = " row 1: primary_speaker is missing or empty: every row has a speaker"
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        (  # every inconsistent row counts, each at its own place
+            [{**_ROW, "primary_speaker": ""}, _ROW, {**_ROW, "start_time": 5, "end_time": 2}],
+            _NO_SPEAKER + " (and 1 more problem(s) in this sample)",
+        ),
+        (  # a row's consistency comes before a later row's field problem
+            [{**_ROW, "primary_speaker": " "}, _ROW, {**_ROW, "internal_emotion": [{"intensity": 11}]}],
+            _NO_SPEAKER + " (and 1 more problem(s) in this sample)",
+        ),
+        (  # a row with a field problem is not checked for consistency as well
+            [{**_ROW, "primary_speaker": "", "internal_emotion": [{"intensity": "x"}]}, {**_ROW, "end_time": -1}],
+            " row 1: internal_emotion[0].intensity: 'x' is not a number (and 1 more problem(s) in this sample)",
+        ),
+        ([{**_ROW, "start_time": 1e20, "end_time": 1}], " row 1: end_time 1 is before start_time 1e+20"),
+        (
+            [{**_ROW, "end_time": 10**30}, {**_ROW, "start_time": 0.5, "end_time": 0.25}],
+            " row 2: end_time 0.25 is before start_time 0.5",
+        ),
+    ],
+)
+def test_several_problems_in_one_sample(tmp_path: Path, rows: list, expected: str) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        json.dumps({"sample_id": "bad/1", "rows": rows}) + "\n" + json.dumps({"sample_id": "ok/1", "rows": [_ROW]})
+    )
+    (problem,) = load_dataset(path).report.problems
+    assert str(problem) == "d.jsonl:1 sample bad/1" + expected
+
+
+def test_the_schema_itself_refuses_inconsistent_rows_and_keeps_number_types() -> None:
+    with pytest.raises(ValidationError, match="row 2: end_time 2 is before start_time 5"):
+        Sample.model_validate({"sample_id": "s", "rows": [_ROW, {**_ROW, "start_time": 5, "end_time": 2}]})
+    with pytest.raises(ValidationError, match="not a number"):
+        Sample.model_validate({"sample_id": "s", "rows": [{**_ROW, "start_time": "5"}]})
+    row = Sample.model_validate_json(json.dumps({"sample_id": "s", "rows": [{**_ROW, "end_time": 7.5}]})).rows[0]
+    assert (type(row.start_time), type(row.end_time)) == (int, float)  # 0 stays 0, 7.5 stays 7.5
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_garbage_collector_is_left_as_it_was(enabled: bool) -> None:
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        dataset = load_dataset()
+        assert gc.isenabled() is enabled and gc.get_freeze_count() == 0  # nothing left frozen
+        old = {id(o) for o in gc.get_objects(generation=2)}
+        assert id(dataset.samples[0].rows[0]) in old  # promoted without a scan, still collectable
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_objects_the_caller_froze_stay_frozen() -> None:
+    gc.freeze()
+    try:
+        load_dataset()
+        assert gc.get_freeze_count() > 0  # the loader's promotion (freeze + unfreeze) was skipped
+    finally:
+        gc.unfreeze()

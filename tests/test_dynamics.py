@@ -10,19 +10,24 @@ from conftest import make_row
 
 from rescue_env.cli import main
 from rescue_env.data import load_dataset
+from rescue_env.data.domain import latest_relation_pattern, participants, scenario_of
 from rescue_env.data.schema import Sample
 from rescue_env.data.splits import SplitConfig, group_of, split_samples
 from rescue_env.dynamics.fitting import fit_on_split, outcome_model_for
 from rescue_env.dynamics.outcome import (
     NO_INTERVENTION,
+    PAIR_STATE_NAMES,
+    PATTERNS,
     OutcomeModel,
     SupportAction,
     episode_states,
+    latest_relation_patterns,
+    point_state,
     recipient_kind,
     transitions,
 )
 from rescue_env.dynamics.report import dynamics_report
-from rescue_env.dynamics.state import StateConfig, age_weight, objective, snapshots, tension, utility
+from rescue_env.dynamics.state import Snapshot, StateConfig, age_weight, objective, snapshots, tension, utility
 
 
 def test_age_weight_by_hand():
@@ -98,6 +103,94 @@ def test_transitions_pair_the_state_with_the_next_annotation_and_the_action_betw
     # Ben's viewpoint about Ana lands at row 1: the next relational state after decision row 0, from none (0.0).
     np.testing.assert_allclose(g_rows.y, [1.0])
     np.testing.assert_allclose(g_rows.current, [0.0])
+
+
+def _reference_pairs(d, g, viewpoint_age, family, pattern_block):
+    """The pair features one ordered pair at a time (the first implementation of ``point_state``)."""
+    n = d.size
+    index = [(i, j) for i in range(n) for j in range(n) if i != j]
+    pairs = np.zeros((len(index), len(PAIR_STATE_NAMES)))
+    for k, (i, j) in enumerate(index):
+        age = viewpoint_age[i, j]
+        pairs[k, :7] = (g[i, j], np.isfinite(age), np.minimum(age, 30.0) / 30.0, g[j, i], d[i], d[j], float(family))
+    pairs[:, 7:] = pattern_block
+    return index, pairs
+
+
+def test_point_state_pairs_equal_the_pair_by_pair_reference():
+    rng = np.random.default_rng(0)
+    config, never = StateConfig(), 0
+    for n in range(0, 6):
+        for _ in range(20):
+            emotion_row = rng.integers(-1, 40, n)
+            viewpoint_row = np.where(rng.random((n, n)) < 0.3, -1, rng.integers(0, 40, (n, n)))  # -1: never
+            snap = Snapshot(rng.random(n), emotion_row, rng.random((n, n)), viewpoint_row)
+            row, family = int(rng.integers(40, 80)), bool(rng.integers(2))
+            state = point_state(snap, row, None, family, PATTERNS[1], config)
+            d, g, _, viewpoint_age = snap.aged(row, config)
+            index, pairs = _reference_pairs(d, g, viewpoint_age, family, np.eye(len(PATTERNS))[1])
+            assert list(state.pair_index) == index
+            assert state.pairs.shape == pairs.shape and np.array_equal(state.pairs, pairs)  # bit for bit
+            never += int(np.count_nonzero(state.pairs[:, 1] == 0))
+    assert never > 50  # never-annotated pairs were covered
+
+
+def _assert_patterns_equal_the_per_row_rule(samples) -> int:
+    labelled = 0
+    for sample in samples:
+        patterns = latest_relation_patterns(sample)
+        assert patterns == [latest_relation_pattern(sample, row) for row in range(len(sample.rows))]
+        labelled += sum(p is not None for p in patterns)
+    return labelled
+
+
+def test_latest_relation_patterns_equal_the_per_row_rule():
+    sample = _sample()
+    sample.rows[1].relation_pattern = "attack_attack"
+    sample.rows[3].relation_cycle_state = "not a label"  # outside the taxonomy: the earlier label stays
+    assert latest_relation_patterns(sample) == [
+        None,
+        "attack_attack",
+        "attack_attack",
+        "attack_attack",
+        "attack_attack",
+    ]
+    assert _assert_patterns_equal_the_per_row_rule([sample, *load_dataset("demo").samples]) > 0
+
+
+@pytest.mark.shared_data
+def test_latest_relation_patterns_equal_the_per_row_rule_on_the_release(text_file):
+    assert _assert_patterns_equal_the_per_row_rule(load_dataset(text_file).samples) > 1000
+
+
+def _assert_episode_states_equal_point_by_point(samples, config: StateConfig) -> int:
+    """``episode_states`` (stacked over rows) against ``point_state`` row by row: every array bit for bit."""
+    checked = 0
+    for sample in samples:
+        people = participants(sample)
+        episode = episode_states(sample, config, people)
+        snaps, patterns = snapshots(sample, people, config), latest_relation_patterns(sample)
+        for row, state in zip(episode.rows, episode.states):
+            speaker = sample.rows[row].primary_speaker.strip()
+            last = people.index(speaker) if speaker in people else None
+            one = point_state(snaps[row], row, last, scenario_of(sample) == "family", patterns[row], config)
+            assert state.pair_index == one.pair_index
+            for name in ("distress", "g", "annotated_pairs", "person", "pairs"):
+                a, b = getattr(state, name), getattr(one, name)
+                assert a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b), name
+            checked += 1
+    return checked
+
+
+def test_episode_states_equal_point_state_row_by_row():
+    samples = [_sample(), *load_dataset("demo").samples]
+    assert _assert_episode_states_equal_point_by_point(samples, StateConfig()) > 20
+    assert _assert_episode_states_equal_point_by_point(samples, StateConfig(decay_after=0, half_life=2.0)) > 20
+
+
+@pytest.mark.shared_data
+def test_episode_states_equal_point_state_row_by_row_on_the_release(text_file):
+    assert _assert_episode_states_equal_point_by_point(load_dataset(text_file).samples, StateConfig()) > 4000
 
 
 @pytest.fixture(scope="module")

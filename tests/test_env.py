@@ -54,7 +54,7 @@ CONFIG = RewardConfig(timing=1.0, target=1.0, strategy=1.0, group=1.0, lam=1.0, 
 
 
 def test_decision_points_gold_and_rewards_by_hand() -> None:
-    env = RescueEnv(data=tiny_dataset(), reward=CONFIG)
+    env = RescueEnv(data=tiny_dataset(), reward=CONFIG, info_level="full")
     observation, info = env.reset(seed=0)
     assert info == {"sample_id": "tiny/1", "scenario": "couple", "participants": ["Ana", "Bo"], "decision_points": 3}
     assert observation["context"].startswith("Couple therapy session. Participant slots: [0] Ana, [1] Bo, [6]")
@@ -92,7 +92,7 @@ def test_decision_points_gold_and_rewards_by_hand() -> None:
 
 
 def test_masked_choices_are_ignored_and_reported() -> None:
-    env = RescueEnv(data=tiny_dataset(), reward=CONFIG)
+    env = RescueEnv(data=tiny_dataset(), reward=CONFIG, info_level="full")
     env.reset(seed=0)
     env.step(action(0, [], "track"))
     _, _, _, _, info = env.step(action(1, [0, 4], "boundary"))  # slot 4 is empty; boundary is family-only
@@ -105,7 +105,7 @@ def test_masked_choices_are_ignored_and_reported() -> None:
 
 
 def test_group_slot_means_everyone() -> None:
-    env = RescueEnv(data=tiny_dataset(), reward=CONFIG)
+    env = RescueEnv(data=tiny_dataset(), reward=CONFIG, info_level="full")
     env.reset(seed=0)
     env.step(action(0, [], "track"))
     env.step(action(0, [], "track"))
@@ -119,7 +119,7 @@ def test_decisions_after_therapist_rows_option() -> None:
 
 
 def test_oracle_actions_earn_the_maximum_imitation_reward() -> None:
-    env = RescueEnv(data="demo", reward="imitation", sample_order="sequential")
+    env = RescueEnv(data="demo", reward="imitation", sample_order="sequential", info_level="full")
     for _ in range(len(env.samples)):
         env.reset()
         done = False
@@ -229,3 +229,121 @@ def test_release_contexts_fit_the_text_space(text_file) -> None:
     for sample in env.samples:
         for point in env.episode(sample).points:
             assert space.contains(point.context)
+
+
+# ----- the fast path (issue 14): precomputation, shared cache, info levels --------------------------------------
+
+
+def _reference_points(env: RescueEnv, sample: Sample) -> list[dict]:
+    """Each decision point as the straightforward code computed it before issue 14: the annotated state, the
+    relation pattern and the rendered window recomputed from the rows at every decision point."""
+    from rescue_env.data.domain import latest_relation_pattern, latest_states, participants, scenario_of
+    from rescue_env.rendering import render_header, render_rows, window
+
+    people = participants(sample)
+    header = normalise_text(render_header(scenario_of(sample), people, env.max_participants))
+    budget = max(0, env.max_chars - len(header))
+    points = []
+    for row in env.decision_rows(sample):
+        states = latest_states(sample, row, max_age=env.reward_config.max_age)
+        text = normalise_text(render_rows(sample, window(row, env.context_size), env.mode))
+        points.append(
+            {
+                "context": header + text[-budget:] if budget else header[: env.max_chars],
+                "distress": [(states[p].intensity or 0.0) / 10.0 for p in people],
+                "viewpoints": {p: dict(states[p].viewpoints) for p in people if states[p].viewpoints},
+                "pattern": latest_relation_pattern(sample, row),
+            }
+        )
+    return points
+
+
+SETTINGS = (
+    {},
+    {"mode": "audiovisual", "context_size": -1, "max_chars": 700},
+    {"context_size": 0},
+    {"decide_after_therapist": True, "reward": RewardConfig(max_age=3)},
+)
+
+
+def _assert_points_match(env: RescueEnv) -> None:
+    for sample in env.samples:
+        expected = _reference_points(env, sample)
+        points = env.episode(sample).points
+        assert len(points) == len(expected)
+        for point, reference in zip(points, expected):
+            assert point.context == reference["context"]
+            assert point.distress.tolist() == reference["distress"]
+            assert point.viewpoints == reference["viewpoints"]
+            assert point.pattern == reference["pattern"]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=["default", "audiovisual-all-rows", "no-rows", "max-age"])
+def test_precomputed_points_equal_the_straightforward_reference(settings) -> None:
+    _assert_points_match(RescueEnv(data="demo", **settings))
+    _assert_points_match(RescueEnv(data=tiny_dataset(), **settings))
+
+
+def test_release_points_equal_the_straightforward_reference(text_file) -> None:
+    dataset = load_dataset(text_file)
+    for settings in SETTINGS[:2]:
+        _assert_points_match(RescueEnv(data=dataset, **settings))
+
+
+def test_conversations_are_precomputed_once_per_process_and_keyed_by_content() -> None:
+    from conftest import without_annotations
+
+    from rescue_env.envs.replay import EPISODES
+
+    first, second = RescueEnv(data=load_dataset()), RescueEnv(data=load_dataset())  # two loads: other objects
+    sample = first.samples[0]
+    assert first.episode(sample) is second.episode(second.samples[0])
+    assert RescueEnv(data=load_dataset(), context_size=2).episode(sample) is not first.episode(sample)
+    scrubbed = without_annotations(sample)  # the same id, other content: precomputed again
+    dataset = Dataset(samples=[scrubbed], source="scrubbed", sha256="0" * 64, report=LoadReport(source="scrubbed"))
+    other = RescueEnv(data=dataset).episode(scrubbed)
+    assert other is not first.episode(sample) and other.points[-1].state_info != first.episode(sample).points[-1]
+    assert len(EPISODES) >= 3
+    with pytest.raises(ValueError, match="read-only"):
+        first.episode(sample).present[0] = 0  # shared between envs: never written
+
+
+def _play(env: RescueEnv, seed: int, steps: int) -> list:
+    env.action_space.seed(seed)
+    observation, _ = env.reset(seed=seed)
+    trace = []
+    for _ in range(steps):
+        observation, reward, terminated, _, info = env.step(env.action_space.sample())
+        trace.append((observation, reward, terminated, info))
+        if terminated:
+            observation, _ = env.reset()
+    return trace
+
+
+def test_basic_info_is_flat_and_full_info_keeps_the_details() -> None:
+    basic = _play(RescueEnv(sample_order="sequential"), 3, 60)
+    full = _play(RescueEnv(sample_order="sequential", info_level="full"), 3, 60)
+    for (obs_b, reward_b, end_b, info_b), (obs_f, reward_f, end_f, info_f) in zip(basic, full):
+        assert reward_b == reward_f and end_b == end_f and obs_b["context"] == obs_f["context"]
+        assert set(info_b) - {"episode"} == {"decision", "row", "n_invalid"}
+        assert all(info_b[k] == info_f[k] for k in ("decision", "row", "n_invalid"))
+        assert all(type(v) is int for k, v in info_b.items() if k != "episode")
+        assert {"gold", "chosen", "components", "scored", "state", "invalid"} <= set(info_f)
+        assert info_f["n_invalid"] == len(info_f["invalid"])
+        assert ("episode" in info_b) == end_b and info_b.get("episode") == info_f.get("episode")
+    assert any(end for _, _, end, _ in basic)
+    env = RescueEnv()
+    env.info_level = "full"
+    env.reset(seed=0)
+    assert "gold" in env.step(env.action_space.sample())[4]
+    with pytest.raises(ValueError, match="info_level"):
+        RescueEnv(info_level="everything")  # type: ignore[arg-type]
+
+
+def test_vector_env_merges_the_flat_info() -> None:
+    vector = gym.make_vec("Rescue-v0", num_envs=2, vectorization_mode="sync")
+    vector.reset(seed=0)
+    vector.action_space.seed(0)
+    _, rewards, _, _, infos = vector.step(vector.action_space.sample())
+    assert rewards.shape == (2,) and infos["decision"].tolist() == [0, 0] and infos["n_invalid"].dtype.kind == "i"
+    vector.close()

@@ -81,7 +81,7 @@ def test_no_observation_depends_on_the_rows_still_to_come(model, cls, leaks):
 
 
 def test_group_component_is_eq14_on_the_predicted_state(model):
-    env = RescueEnvV1(dynamics=model, outcome="mean", sample_order="sequential")
+    env = RescueEnvV1(dynamics=model, outcome="mean", sample_order="sequential", info_level="full")
     observation, _ = env.reset(seed=0)
     action = make_action(observation, True, [0], 1)
     expected = env.action_value(action)
@@ -156,3 +156,79 @@ def test_maskable_ppo_trains_on_the_flat_env():
     masks = env.unwrapped.action_masks()
     action, _ = agent.predict(observation, action_masks=env.get_wrapper_attr("action_masks")(), deterministic=True)
     assert env.action_space.contains(action) and masks["target"].any()
+
+
+# ----- the fast path (issue 14): F folded per decision point, its noise drawn per episode -----------------------
+
+
+def _reference_group(env: RescueEnvV1, action: dict, rng: np.random.Generator | None) -> float:
+    """The group component as ``OutcomeModel`` computes it on the point's full feature matrices (a draw with
+    ``rng``, or the mean when None)."""
+    from rescue_env.dynamics.outcome import support_action
+    from rescue_env.dynamics.state import objective
+
+    intervene, recipients, strategy, _ = env._decode(action)
+    state, support = env._point_state(), support_action(intervene, recipients, strategy)
+    if rng is None:
+        d, g = env.dynamics.mean(state, support, env.effect_scale)
+    else:
+        d, g = env.dynamics.sample(state, support, rng, env.effect_scale)
+    c = env.reward_config
+    return objective(d, g, env.dynamics.state.tension_weight, c.lam) - c.kappa * float(intervene)
+
+
+def _generator_copy(env: RescueEnvV1) -> np.random.Generator:
+    copy = np.random.default_rng()
+    copy.bit_generator.state = env.np_random.bit_generator.state
+    return copy
+
+
+@pytest.mark.parametrize("settings", [{}, {"effect_scale": 0.5}, {"outcome": "mean"}], ids=["sample", "scaled", "mean"])
+def test_fast_group_component_equals_the_outcome_model(model, settings) -> None:
+    env = RescueEnvV1(dynamics=model, reward="group", info_level="full", **settings)
+    env.action_space.seed(0)
+    checked = 0
+    for episode in range(4):
+        env.reset(seed=episode)
+        reference = _generator_copy(env)
+        terminated, steps = False, 0
+        while not terminated:
+            action = env.action_space.sample()
+            expected = _reference_group(env, action, None if settings.get("outcome") == "mean" else reference)
+            _, reward, terminated, _, info = env.step(action)
+            assert reward == pytest.approx(expected, abs=1e-9) and info["components"]["group"] == reward
+            checked, steps = checked + 1, steps + 1
+            if episode == 3 and steps == 2:
+                break  # left early: the generator is where one draw per step would have left it
+        assert env.np_random.bit_generator.state == reference.bit_generator.state
+    assert checked > 20
+
+
+def test_noise_drawn_ahead_is_invisible_in_np_random(model) -> None:
+    """Read mid-episode, ``np_random`` is where one draw per step would have left it, and the steps after the
+    read go on drawing the same numbers."""
+    env = RescueEnvV1(dynamics=model, reward="group")
+    env.action_space.seed(1)
+    env.reset(seed=7, options={"sample_id": env.samples[0].sample_id})
+    reference = _generator_copy(env)
+    for step in range(len(env.episode(env.samples[0]).points)):
+        action = env.action_space.sample()
+        expected = _reference_group(env, action, reference)
+        assert env.step(action)[1] == pytest.approx(expected, abs=1e-9)
+        if step % 2 == 0:
+            assert env.np_random.bit_generator.state == reference.bit_generator.state
+
+
+def test_release_v1_group_component_equals_the_outcome_model(text_file) -> None:
+    env = RescueEnvV1(data=str(text_file), reward="group", info_level="full")
+    env.action_space.seed(0)
+    for sample in env.samples[::20]:
+        env.reset(seed=0, options={"sample_id": sample.sample_id})
+        reference = _generator_copy(env)
+        terminated = False
+        while not terminated:
+            action = env.action_space.sample()
+            expected = _reference_group(env, action, reference)
+            _, reward, terminated, _, _ = env.step(action)
+            assert reward == pytest.approx(expected, abs=1e-9)
+        assert env.np_random.bit_generator.state == reference.bit_generator.state

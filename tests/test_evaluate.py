@@ -76,6 +76,27 @@ def test_litellm_agent_through_a_local_server(tmp_path: Path) -> None:
     assert set(record) >= {"instance_id", "prompt_hash", "raw", "prediction", "failure"}
 
 
+def test_worker_processes_and_concurrent_tasks_give_the_same_run(tmp_path: Path) -> None:
+    """--workers 2 (requests sent by two worker processes) and one process write the same results and records;
+    every task's requests are in flight together (the server sees more at once than one task's batches)."""
+    options = {"tasks": ["itp", "rpp", "stp"], "agent": "litellm", "model": "openai/fake", "limit": 6}
+
+    def evaluate(name: str, workers: int, base_url: str) -> tuple[dict, list[dict]]:
+        config = EvalConfig(**{"bertscore": False, "bootstrap": 50, **options, "api_base": base_url})
+        run_options = RunOptions(progress=False, command=["test"], workers=workers, max_connections=32)
+        results = Evaluation(config, tmp_path / name, options=run_options).run()
+        lines = (tmp_path / name / "predictions.jsonl").read_text().splitlines()
+        return results, [json.loads(line) for line in lines]
+
+    with FakeOpenAIServer(example_responder, latency=0.2) as server:
+        one, one_records = evaluate("one", 1, server.base_url)
+        itp_batches = -(-6 // 4)  # the largest task's requests: ITP's 6 instances in batches of 4
+        assert server.max_in_flight > itp_batches
+        two, two_records = evaluate("two", 2, server.base_url)
+    assert one["tasks"] == two["tasks"] and one_records == two_records
+    assert all(task["failures"] == 0 for task in one["tasks"].values())
+
+
 def test_faults_are_survived_and_counted(tmp_path: Path) -> None:
     def faults(index: int, body: dict) -> Fault | None:
         plan = {

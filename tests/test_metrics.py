@@ -13,6 +13,7 @@ from benchmarks.metrics import (
     LabelReport,
     binary_metrics,
     bootstrap_ci,
+    gold_rank,
     gold_ranks,
     label_metrics,
     mean_ci,
@@ -98,6 +99,14 @@ def test_gold_ranks_by_hand() -> None:
     assert gold_ranks(["a", "a"], [[], ["a"]]).tolist() == [0, 1]  # empty and short lists
     assert gold_ranks(["g"], [["g", "x", "g"]]).tolist() == [1]
     assert gold_ranks([], []).tolist() == []
+    assert gold_ranks([], []).dtype == np.int64
+
+
+def test_gold_rank_is_one_instance_of_gold_ranks() -> None:
+    assert [gold_rank(g, r) for g, r in zip(GOLD, RANKED)] == gold_ranks(GOLD, RANKED).tolist()
+    assert gold_rank("c", ("a", "b", "c", "d"), max_rank=2) == 0  # any sequence; beyond the cut-off is a miss
+    with pytest.raises(TypeError):
+        gold_rank("a", "abc")
 
 
 def test_ranking_metrics_by_hand() -> None:

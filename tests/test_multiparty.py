@@ -61,7 +61,7 @@ def therapist_action(step: int, n_slots: int = 6) -> dict:
 
 def run_both(sample_id: str, seed: int = 3):
     """Step RescueMultiPartyEnv and a fresh RescueEnv with the same therapist actions; yield both per step."""
-    multi, single = parallel_env(), RescueEnv()
+    multi, single = parallel_env(), RescueEnv(info_level="full")
     observations, infos = multi.reset(seed=seed, options={"sample_id": sample_id})
     single_observation, single_info = single.reset(seed=seed, options={"sample_id": sample_id})
     assert infos["therapist"] == single_info

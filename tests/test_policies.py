@@ -32,7 +32,7 @@ def play(env: RescueEnv, policy: Policy, sample_id: str, seed: int | None = 0):
 
 @pytest.fixture(scope="module")
 def demo_env() -> RescueEnv:
-    return RescueEnv(sample_order="sequential")
+    return RescueEnv(sample_order="sequential", info_level="full")
 
 
 REPLAY = [name for name in POLICIES if name not in SIM_ONLY]  # the sim's own policies: tests/test_sim.py
@@ -107,7 +107,7 @@ def test_random_policy_is_seeded(demo_env: RescueEnv) -> None:
 
 
 def test_oracle_earns_the_maximum_imitation_reward_at_every_step() -> None:
-    env = RescueEnv(reward="imitation", sample_order="sequential")
+    env = RescueEnv(reward="imitation", sample_order="sequential", info_level="full")
     oracle = make_policy("oracle", env)
     checked = 0
     for sample in env.samples:

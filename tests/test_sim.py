@@ -35,6 +35,7 @@ from rescue_env.dynamics.simulation import (
 )
 from rescue_env.dynamics.state import StateConfig, objective, snapshots
 from rescue_env.envs.replay import RescueEnv
+from rescue_env.envs.replay_v1 import RescueEnvV1
 from rescue_env.envs.sim import RescueSimEnv
 from rescue_env.envs.wrappers import SimFlatObservation, make_sim_flat_env
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
@@ -282,13 +283,19 @@ def test_max_steps_and_bad_arguments(demo, model):
 
 
 def test_invalid_choices_are_ignored_and_counted():
-    env = RescueSimEnv(_dataset(_sample()), starts="all", dynamics=constant_model(0.3, 0.2), rates=ALWAYS, opening=2)
+    env = RescueSimEnv(
+        _dataset(_sample()), starts="all", dynamics=constant_model(0.3, 0.2), rates=ALWAYS, opening=2, info_level="full"
+    )
     env.reset(seed=0)
     target = np.zeros(7, dtype=np.int8)
     target[4] = 1  # an absent slot
     boundary = ALL_STRATEGY_KEYS.index("boundary")  # family only
     _, _, _, _, info = env.step({"intervene": 1, "target": target, "strategy": boundary})
     assert len(info["invalid"]) == 2 and info["chosen"]["target"] == [] and info["chosen"]["strategy"] is None
+    assert info["n_invalid"] == 2
+    env.info_level = "basic"
+    _, _, _, _, info = env.step({"intervene": 1, "target": target, "strategy": boundary})
+    assert info == {"step": 1, "n_invalid": 2}
 
 
 def test_recorded_action_is_what_the_therapist_did():
@@ -320,7 +327,7 @@ def test_policies_play_the_sim_and_refuse_the_wrong_env(demo, model):
             assert env.action_space.contains(action), name
             observation, _, terminated, truncated, info = env.step(action)
             done = terminated or truncated
-            assert not info["invalid"], name
+            assert info["n_invalid"] == 0, name
     with pytest.raises(ValueError, match="RescueSim-v0 only"):
         make_policy("recorded", RescueEnv(demo))
 
@@ -435,19 +442,25 @@ def test_episode_kernel_equals_the_reference_outcome_model(model):
             np.testing.assert_allclose(fast[1], reference[1], atol=1e-12)
 
 
-def test_bench_sim_script_prints_the_ratio():
+def test_bench_env_script_prints_every_figure():
     import json
     import subprocess
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_sim.py"
-    args = [sys.executable, str(script), "--data", "demo", "--steps", "300", "--repeat", "1", "--vector", "2", "--json"]
-    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_env.py"
+    args = [sys.executable, str(script), "--data", "demo", "--steps", "200", "--repeat", "1", "--vector", "2"]
+    args += ["--ids", "RescueSim-v0", "Rescue-v1", "--no-baseline", "--json"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout)["figures"]
-    assert figures["CartPole-v1"]["ratio_to_cartpole"] == 1.0
-    assert figures["RescueSim-v0"]["steps_per_s"] > 0 and "RescueSimFlat-v0 x2 (make_vec sync)" in figures
+    report = json.loads(result.stdout)
+    figures = report["figures"]["new"]
+    for env_id in ("CartPole-v1", "RescueSim-v0", "Rescue-v1"):
+        for key in ("single", "vec", "vec+sample"):
+            assert figures[env_id][key] > 0 and figures[env_id][f"{key}_reference"] > 0
+    passes = report["first_pass"]["new"]
+    assert passes["Rescue-v1"]["steps"] == sum(len(RescueEnvV1().episode(s).points) for s in RescueEnvV1().samples)
+    assert passes["RescueSim-v0"]["episodes"] == len(RescueSimEnv().samples) and passes["RescueSim-v0"]["pass_s"] > 0
 
 
 def test_calibration_script_bins_by_hand_and_writes_its_files(tmp_path):
@@ -473,3 +486,304 @@ def test_calibration_script_bins_by_hand_and_writes_its_files(tmp_path):
     frame = pd.read_csv(out / "calibration.csv")
     assert set(frame["course"]) == {"observed", "recorded actions", "never intervene"} and len(frame) == 12
     assert (out / "calibration.png").stat().st_size > 0
+
+
+# ----- the fast path (issue 14) --------------------------------------------------------------------------------
+
+
+def _describe_reference(names, distress, g) -> str:
+    """``describe_state`` as first written: the bands looked up for every value."""
+    from rescue_env.dynamics.simulation import DISTRESS_WORDS, STANCE_WORDS
+
+    def band(value, bands):
+        return next(words for bound, words in bands if value < bound)
+
+    lines = []
+    for i, name in enumerate(names):
+        sentence = f"{name} {band(float(distress[i]), DISTRESS_WORDS)} (about {round(10 * float(distress[i]))}/10)"
+        stances = [
+            f"{names[j]} {band(float(g[i, j]), STANCE_WORDS)}"
+            for j in range(len(names))
+            if j != i and band(float(g[i, j]), STANCE_WORDS) is not None
+        ]
+        if stances:
+            sentence += " and sees " + ", ".join(stances)
+        lines.append(sentence + ".")
+    return " ".join(lines)
+
+
+def test_state_words_equal_the_band_lookup():
+    rng = np.random.default_rng(0)
+    names = ["Alan", "Evelyn", "Sam"]
+    for _ in range(200):
+        raw_d, raw_g = rng.random(3), rng.random((3, 3))
+        for d, g in ((np.round(raw_d, 1), np.round(raw_g, 1)), (raw_d, raw_g)):  # readings, then any values
+            assert describe_state(names, d, g) == _describe_reference(names, d, g)
+
+
+def test_kernel_clipping_equals_numpy():
+    from rescue_env.dynamics.kernel import _clipped
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 4):
+        d, g = rng.normal(0.5, 0.8, n), rng.normal(0.5, 0.8, (n, n))
+        rows = rng.integers(-1, 3, (n, n))
+        d_out, g_out = _clipped(d.tolist(), g.tolist(), rows)
+        assert d_out.tolist() == np.clip(d, 0.0, 1.0).tolist()
+        assert g_out.tolist() == (np.clip(g, 0.0, 1.0) * (rows >= 0)).tolist()
+
+
+def test_basic_and_full_info_play_the_same_session(demo, model):
+    def play(level: str) -> list:
+        env = RescueSimEnv(demo, starts="all", dynamics=model, info_level=level)
+        env.action_space.seed(2)
+        observation, _ = env.reset(seed=2)
+        trace = []
+        for _ in range(40):
+            observation, reward, terminated, truncated, info = env.step(env.action_space.sample())
+            trace.append((observation["text"], observation["distress"].tolist(), reward, terminated, truncated, info))
+            if terminated or truncated:
+                env.reset()
+        return trace
+
+    for basic, full in zip(play("basic"), play("full")):
+        assert basic[:5] == full[:5]
+        info_b, info_f = basic[5], full[5]
+        assert set(info_b) - {"episode", "calm_bonus"} == {"step", "n_invalid"}
+        assert info_b["step"] == info_f["step"] and info_b["n_invalid"] == len(info_f["invalid"])
+        assert info_b.get("episode") == info_f.get("episode") and "chosen" in info_f
+
+
+def test_starts_are_precomputed_once_per_process(demo, model):
+    first, second = (RescueSimEnv(demo, starts="all", dynamics=model) for _ in range(2))
+    sample = first.samples[0]
+    assert first.episode(sample) is second.episode(sample)
+    other = RescueSimEnv(demo, starts="all", dynamics=model, opening=4)  # other settings: precomputed again
+    assert other.episode(sample) is not first.episode(sample)
+    with pytest.raises(ValueError, match="read-only"):
+        first.episode(sample).start.distress_raw[0] = 1.0
+
+
+# ----- the step on lists (issue 14): the same numbers as the numpy step it replaced ------------------------------
+
+
+def _random_state(rng: np.random.Generator, trial: int):
+    from rescue_env.dynamics.simulation import SimState
+
+    n, row = int(rng.integers(1, 7)), int(rng.integers(0, 60))
+    emotion_row = np.where(rng.random(n) < 0.3, -1, rng.integers(0, row + 1, n))
+    viewpoint_row = np.where(rng.random((n, n)) < 0.4, -1, rng.integers(0, row + 1, (n, n)))
+    np.fill_diagonal(viewpoint_row, -1)
+    return SimState(
+        np.where(emotion_row >= 0, rng.random(n), 0.0),
+        emotion_row,
+        np.where(viewpoint_row >= 0, rng.random((n, n)), 0.0),
+        viewpoint_row,
+        row,
+        int(rng.integers(0, n)) if rng.random() < 0.8 else None,
+        bool(trial % 2),
+        (None, "attack_attack", "boundary_hierarchy_strain")[trial % 3],
+        rng.integers(1, 9, n).astype(float),
+    )
+
+
+def test_advance_live_equals_advance(model):
+    # advance_live (lists, in place, batched draws) against advance (numpy): the same state to the bit and the
+    # generator left in the same state, on random states, actions, rates, scales, with F's draw and its mean.
+    from rescue_env.dynamics.simulation import LiveState, advance_live, episode_dynamics
+
+    rng = np.random.default_rng(3)
+    for trial in range(400):
+        state = _random_state(rng, trial)
+        n = state.n
+        p = rng.random(5)
+        rates = SessionRates(
+            emotion_speaker=p[0], emotion_other=p[1], viewpoint_speaker=p[2], viewpoint_other=p[3],
+            reply_recipient=p[4], steps=1,
+        )  # fmt: skip
+        dynamics = episode_dynamics(model, rates, state)
+        live = LiveState.of(state)
+        for step in range(4):
+            recipients = frozenset(i for i in range(n) if rng.random() < 0.5)
+            strategy = ALL_STRATEGY_KEYS[int(rng.integers(0, 11))] if rng.random() < 0.9 else None
+            action = NO_INTERVENTION if rng.random() < 0.3 else SupportAction(bool(recipients), recipients, strategy)
+            scale, draw = (1.0, 0.0, 0.5, 2.0)[trial % 4], step % 3 != 2
+            old_rng, new_rng = np.random.default_rng(trial * 10 + step), np.random.default_rng(trial * 10 + step)
+            state = advance(state, action, model, rates, old_rng, scale, draw=draw, dynamics=dynamics)
+            advance_live(live, action, dynamics, rates.reply_recipient, new_rng, scale, draw=draw)
+            rebuilt = live.state(state)
+            for name in ("distress_raw", "emotion_row", "g_raw", "viewpoint_row"):
+                expected, got = getattr(state, name), getattr(rebuilt, name)
+                assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes(), (trial, step, name)
+            assert (rebuilt.row, rebuilt.last_speaker) == (state.row, state.last_speaker)
+            assert new_rng.bit_generator.state == old_rng.bit_generator.state
+
+
+def test_perceive_lists_equals_perceive():
+    from rescue_env.dynamics.simulation import describe_levels, perceive_lists
+
+    rng = np.random.default_rng(4)
+    for trial in range(300):
+        n = int(rng.integers(1, 7))
+        d, g = rng.random(n), np.where(rng.random((n, n)) < 0.5, rng.random((n, n)), 0.0)
+        noise = (0.0, 0.1, 0.4, 2.0)[trial % 4]
+        old_rng, new_rng = np.random.default_rng(trial), np.random.default_rng(trial)
+        seen_d, seen_g = perceive(d, g, noise, old_rng)
+        levels, stances = perceive_lists(d.tolist(), g.tolist(), noise, new_rng)
+        assert np.array(levels).tobytes() == seen_d.tobytes() and np.array(stances).tobytes() == seen_g.tobytes()
+        assert new_rng.bit_generator.state == old_rng.bit_generator.state
+        names = [f"P{i}" for i in range(n)]
+        assert describe_levels(names, levels, stances) == describe_state(names, seen_d, seen_g)
+
+
+def test_objective_of_lists_equals_numpy():
+    from rescue_env.dynamics.state import numpy_sum, objective_of_lists
+
+    rng = np.random.default_rng(5)
+    for size in range(1, 300):  # numpy's pairwise sum: below 8, up to 128 (8 partial sums), above (halves)
+        values = rng.normal(size=size) * 10.0 ** rng.integers(-3, 4, size)
+        assert numpy_sum(values.tolist()) == float(values.sum()), size
+    assert numpy_sum([0.1, 0.2, 0.3]) == (0.1 + 0.2) + 0.3 and numpy_sum([-0.0]) == 0.0
+    for trial in range(500):
+        n = int(rng.integers(1, 7))
+        d, g = rng.random(n), rng.random((n, n))
+        if trial % 2:
+            np.fill_diagonal(g, 0.0)
+        weight, lam = float(rng.random()), float(rng.random() * 2)
+        assert objective_of_lists(d.tolist(), g.tolist(), weight, lam) == objective(d, g, weight, lam)
+
+
+class _ReferenceSim(RescueSimEnv):
+    """``RescueSimEnv``'s step as written before the step on lists (commit aba3db1): numpy arrays through
+    ``advance``, ``perceive``, ``describe_state`` and ``objective``, one draw per call."""
+
+    def reset(self, *, seed=None, options=None):
+        self._reference = None
+        observation, info = super().reset(seed=seed, options=options)
+        self._reference = self._episode.start
+        return observation, info
+
+    def _observation(self):
+        episode, slots = self._episode, self.max_participants
+        state = episode.start if self._reference is None else self._reference
+        seen_d, seen_g = perceive(*state.values(), self.perception_noise, self.np_random)
+        distress, stance = np.zeros(slots, dtype=np.float32), np.zeros((slots, slots), dtype=np.float32)
+        distress[: state.n], stance[: state.n, : state.n] = seen_d, seen_g
+        from rescue_env.data.schema import SCENARIOS
+
+        return {
+            "context": episode.context,
+            "text": describe_state(episode.names, seen_d, seen_g)[:2048],
+            "distress": distress,
+            "stance": stance,
+            "elapsed": np.array([self._step, self._interventions], dtype=np.float32),
+            "scenario": SCENARIOS.index(episode.scenario),
+            "participants": episode.present.copy(),
+            "last_speaker": slots + 2 if state.last_speaker is None else state.last_speaker,
+            "target_mask": episode.target_mask.copy(),
+            "strategy_mask": episode.strategy_mask.copy(),
+        }
+
+    def step(self, action):
+        from dataclasses import replace
+
+        from rescue_env.dynamics.outcome import support_action
+        from rescue_env.dynamics.state import tension
+        from rescue_env.reward import discounted_return
+
+        episode = self._episode
+        intervene, recipients, strategy, invalid = self._decode(action)
+        support = support_action(intervene, recipients, strategy)
+        draw = self.outcome == "sample"
+        moved = advance(self._reference, support, self.dynamics, self.rates, self.np_random, self.effect_scale, draw)
+        if intervene and not support.intervene:
+            moved = replace(moved, row=moved.row + 1)
+        self._reference = moved
+        self._step += 1
+        self._interventions += int(intervene)
+        d, g = moved.values()
+        reward = self._reward(d, g, intervene)
+        terminated = bool(d.max() < self.calm_threshold)
+        truncated = not terminated and self._step >= self.limit
+        bonus = 0.0
+        if terminated:
+            remaining = self.limit - self._step
+            bonus = (reward + self.kappa * intervene) * sum(self.gamma**k for k in range(1, remaining + 1))
+        reward += bonus
+        self._rewards.append(reward)
+        self._done = terminated or truncated
+        info = {"step": self._step - 1, "n_invalid": len(invalid)}
+        if self._full_info:
+            people = episode.participants
+            info["speaker"] = people[moved.last_speaker] if moved.last_speaker is not None else None
+            info["state"] = {
+                "distress": {p: round(v, 6) for p, v in zip(people, d.tolist())},
+                "tension": round(tension(g), 6),
+            }
+        if terminated:
+            info["calm_bonus"] = bonus
+        if terminated or truncated:
+            info["episode"] = {
+                "return": float(sum(self._rewards)),
+                "discounted_return": discounted_return(self._rewards, self.gamma),
+                "length": self._step,
+                "final_max_distress": float(d.max()),
+                "intervention_rate": self._interventions / self._step,
+                "calm": terminated,
+            }
+        return self._observation(), float(reward), terminated, truncated, info
+
+    def state(self):
+        d, g = self._reference.values()
+        return {"distress": d.copy(), "g": g.copy(), "pattern": self._reference.pattern, "row": self._reference.row}
+
+
+def _same_value(a, b) -> bool:
+    """Equal to the bit: arrays by dtype, shape and bytes, floats by their bits (so 0.0 != -0.0)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, float):
+        return type(b) is float and a.hex() == b.hex()
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"info_level": "full", "starts": "all"},
+        {"outcome": "mean", "kappa": 0.3, "lam": 0.5},
+        {"perception_noise": 0.0, "effect_scale": 2.0, "max_steps": 7},
+        {"perception_noise": 0.4, "effect_scale": 0.0, "calm_threshold": 0.5},
+    ],
+)
+@pytest.mark.parametrize("flat", [False, True])
+def test_long_traces_equal_the_numpy_step(demo, model, settings, flat):
+    # RescueSim-v0 (and RescueSimFlat-v0's wrappers on it) against the numpy step above, 1,500 random actions,
+    # episodes ended and abandoned: every observation, reward, end, info and state, and the generator, to the bit.
+    from rescue_env.envs.wrappers import FlatAction
+
+    envs = [cls(demo, dynamics=model, **settings) for cls in (RescueSimEnv, _ReferenceSim)]
+    if flat:
+        envs = [FlatAction(SimFlatObservation(env)) for env in envs]
+    fast, reference = envs
+    fast.action_space.seed(1)
+    actions = [fast.action_space.sample() for _ in range(1500)]
+    outputs = [env.reset(seed=11) for env in envs]
+    assert _same_value(*(dict(enumerate(out)) for out in outputs))
+    ends = 0
+    for t, action in enumerate(actions):
+        outputs = [dict(enumerate(env.step(action))) for env in envs]
+        info, reference_info = outputs[0][4], outputs[1][4]
+        assert reference_info.keys() <= info.keys(), t  # "full": the details too (the dynamics' ones compared)
+        outputs[0][4] = {key: info[key] for key in reference_info}
+        assert _same_value(*outputs), t
+        assert _same_value(*(env.unwrapped.state() for env in envs)), t
+        if outputs[0][2] or outputs[0][3] or t % 53 == 52:  # ended, or abandoned mid-episode
+            ends += bool(outputs[0][2] or outputs[0][3])
+            assert _same_value(*(dict(enumerate(env.reset())) for env in envs)), t
+    assert ends > 20
+    states = [env.unwrapped.np_random.bit_generator.state for env in envs]
+    assert states[0] == states[1]

@@ -246,7 +246,7 @@ def test_words_never_move_the_state() -> None:
                 for _, rewards, terminations, truncations, infos in steps
             ]
         )
-    single = RescueSimEnv()
+    single = RescueSimEnv(info_level="full")
     single.reset(seed=11, options={"sample_id": FAMILY})
     alone, step, done = [], 0, False
     while not done:

@@ -246,7 +246,7 @@ def test_caches_are_bounded() -> None:
 
 
 def test_flat_action_maps_to_the_dict_action() -> None:
-    env = FlatAction(RescueEnv())
+    env = FlatAction(RescueEnv(info_level="full"))  # ``info["chosen"]`` is in the full step info only
     action = env.action(np.array([1, 1, 0, 0, 0, 0, 0, 1, 3]))
     assert action["intervene"] == 1 and action["strategy"] == 3
     assert action["target"].tolist() == [1, 0, 0, 0, 0, 0, 1] and env.unwrapped.action_space.contains(action)
@@ -295,3 +295,38 @@ def test_every_release_context_is_in_the_charset(text_file) -> None:
         for sample in env.samples:
             for point in env.episode(sample).points:
                 assert space.contains(point.context), (mode, sample.sample_id, point.row)
+
+
+def test_cached_vectors_follow_the_time_and_the_participants() -> None:
+    # Vectors are cached with their time values: each visit gets its own position, the rest is the same vector.
+    wrapper = FlatObservation(RescueEnv())
+    first, second = wrapper.observation(observation_of(position=(0.5, 0.25))), wrapper.observation(observation_of())
+    later = wrapper.observation(observation_of(position=(0.75, 0.5)))
+    position = wrapper.feature_slices["position"]
+    assert first.tolist() == second.tolist() and later[position].tolist() == [0.75, 0.5]
+    rest = [i for i in range(first.size) if not position.start <= i < position.stop]
+    assert np.array_equal(first[rest], later[rest])
+    assert wrapper.cache_info()["points"] == {"size": 2, "hits": 1, "misses": 2}
+    # A step hands out a fresh, writable copy: changing it changes nothing the next visit sees.
+    first[:] = 0.0
+    assert wrapper.observation(observation_of()).tolist() == second.tolist()
+    # Two participant masks with the same count are two keys (the masks are features).
+    other = observation_of()
+    other["participants"] = np.array([1, 0, 1, 0, 0, 0], dtype=np.int8)
+    participants = wrapper.feature_slices["participants"]
+    assert wrapper.observation(other)[participants].tolist() == [1, 0, 1, 0, 0, 0]
+    assert wrapper.observation(observation_of())[participants].tolist() == [1, 1, 0, 0, 0, 0]
+
+
+def test_flat_action_decodes_any_integer_dtype_alike() -> None:
+    env = FlatAction(RescueEnv())
+    values = [1, 1, 0, 0, 0, 0, 0, 1, 3]
+    decoded = [env.action(np.array(values, dtype=dtype)) for dtype in ("<i8", ">i8", np.int8, np.uint16)]
+    assert all(d["intervene"] == 1 and d["strategy"] == 3 and d["target"].tolist() == values[1:8] for d in decoded)
+    bits = env.action(np.array([1, 0, 1, 0, 0, 0, 0, 0, 0], dtype=bool))  # bool bits are integers too
+    assert bits["intervene"] == 1 and bits["target"].tolist() == [0, 1, 0, 0, 0, 0, 0] and bits["strategy"] == 0
+    # The same bytes under another byte order are another value: 2 ** 56 in the first slot is outside the space.
+    with pytest.raises(ValueError, match="outside"):
+        env.action(np.array([1, 1, 0, 0, 0, 0, 0, 1, 3], dtype=">i8").view("<i8"))
+    with pytest.raises(ValueError):
+        env.action(np.array(values, dtype=np.float32))

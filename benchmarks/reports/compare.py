@@ -9,20 +9,17 @@ bootstrap of R draws cannot tell p below 1/R). Instances are resampled one by on
 (``benchmarks.results.bootstrap_summary``); rows of one conversation are not independent, so both are somewhat
 narrow.
 
-Each resample is a row of a multiplicity matrix W (R x n, how often each instance was drawn), so every metric that
-is a mean or a ratio of sums of per-instance values is one matrix product: recall@k, MRR, accuracy, ITP's
-precision/recall/F1 (from the tp/fp/tn/fn sums), RPP's macro F1 (per-label sums), ER's and VP's means with the
-tasks' own "was it run" rules. A metric without a vectorised form falls back to calling ``task.summary`` per
-resample, and the test suite checks the two give the same draws. Measured on this 2-core machine (shared with
-other jobs, so ±30 %), 1,000 resamples of a heuristic and a random run on the text release (ITP 3,006, RPP 2,133,
-STP and SSP 1,637 each, ER 926, VP 855 common instances): vectorised 0.45-0.6 s for all six tasks together (ITP,
-the largest, 0.3-0.4 s), ``task.summary`` per resample 14-18 s (RPP alone 7 s); the whole two-run report 2 s.
+The draws are those of the runner's intervals (``benchmarks.bootstrap``, one implementation for both): the same
+resample positions for both runs, every metric computed over all resamples at once from the tasks'
+``summary_draws``, bit-identical to ``task.summary`` on each resample (a metric without a vectorised form falls
+back to calling ``task.summary`` per resample; the test suite checks the two give the same draws). Speed figures:
+``scripts/bench_scoring.py``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -33,7 +30,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from numpy.typing import NDArray
 
-from benchmarks.metrics import gold_ranks
+from benchmarks import bootstrap
 from benchmarks.registry import TASK_NAMES, get_task
 from benchmarks.reports.document import Report, new_figure
 from benchmarks.reports.run import Run, key, load_run
@@ -95,16 +92,7 @@ def paired_bootstrap(
         return {}
     point_a, point_b = task.summary(list(scores_a)), task.summary(list(scores_b))
     metrics = [m for m in point_a if point_a[m] is not None and point_b.get(m) is not None]
-    index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    if vectorised:
-        weights = _multiplicities(index, n)
-        draws_a, draws_b = _draws(task_name, scores_a, weights), _draws(task_name, scores_b, weights)
-    else:
-        draws_a, draws_b = {}, {}
-    for scores, draws in ((scores_a, draws_a), (scores_b, draws_b)):
-        missing = [m for m in metrics if m not in draws]
-        if missing:
-            draws.update(_loop_draws(task, scores, index, missing))
+    draws_a, draws_b = bootstrap.task_draws(task, [scores_a, scores_b], metrics, resamples, seed, vectorised=vectorised)
     out = {}
     for metric in metrics:
         difference = draws_b[metric] - draws_a[metric]
@@ -122,139 +110,6 @@ def _paired_result(metric: str, a: float, b: float, draws: NDArray[np.float64], 
     return PairedResult(
         metric, float(a), float(b), float(b) - float(a), (float(low), float(high)), p_value, n, int(draws.size)
     )
-
-
-def _multiplicities(index: NDArray[np.int64], n: int) -> NDArray[np.float64]:
-    """W[r, i] = how often resample r drew instance i."""
-    rows = index.shape[0]
-    flat = (np.arange(rows)[:, None] * n + index).ravel()
-    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(float)
-
-
-def _loop_draws(
-    task: Any, scores: Sequence[Mapping[str, Any]], index: NDArray[np.int64], metrics: Sequence[str]
-) -> dict[str, NDArray[np.float64]]:
-    """``task.summary`` on every resample (None -> NaN): the reference the vectorised draws must equal."""
-    out = {m: np.empty(len(index)) for m in metrics}
-    for r, rows in enumerate(index):
-        values = task.summary([scores[i] for i in rows])
-        for metric in metrics:
-            value = values.get(metric)
-            out[metric][r] = math.nan if value is None else float(value)
-    return out
-
-
-def _div(num: NDArray[np.float64], den: NDArray[np.float64], empty: float = 0.0) -> NDArray[np.float64]:
-    """num / den per resample; ``empty`` where den is 0 (0.0 as ``benchmarks.metrics._div``, NaN for a mean of
-    nothing, which the tasks report as None)."""
-    return np.divide(num, den, out=np.full(np.shape(num), empty, dtype=float), where=den != 0)
-
-
-def _column(scores: Sequence[Mapping[str, Any]], name: str) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-    """Per-instance values of ``name`` (None -> 0) and where they are present."""
-    present = np.array([s.get(name) is not None for s in scores], dtype=bool)
-    values = np.array([float(s[name]) if s.get(name) is not None else 0.0 for s in scores], dtype=float)
-    return values, present
-
-
-def _itp_draws(scores: Sequence[Mapping[str, Any]], w: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
-    """Table 4's ITP metrics from the resampled confusion sums; a failed answer is the wrong label, as
-    ``benchmarks.metrics.binary_metrics``."""
-    gold = np.array([bool(s["gold"]) for s in scores])
-    pred = np.array([(not g) if s["pred"] is None else bool(s["pred"]) for s, g in zip(scores, gold)])
-    tp, fp = w @ (gold & pred), w @ (~gold & pred)
-    tn, fn = w @ (~gold & ~pred), w @ (gold & ~pred)
-    precision, recall, recall_no = _div(tp, tp + fp), _div(tp, tp + fn), _div(tn, tn + fp)
-    return {
-        "precision": precision,
-        "recall": recall,
-        "f1": _div(2 * precision * recall, precision + recall),
-        "accuracy": _div(tp + tn, tp + tn + fp + fn),
-        "balanced_accuracy": (recall + recall_no) / 2.0,
-    }
-
-
-def _ranked_draws(
-    task_name: str, scores: Sequence[Mapping[str, Any]], w: NDArray[np.float64]
-) -> dict[str, NDArray[np.float64]]:
-    """recall@1/2/3 and MRR (a miss and a failure rank 0), RPP's accuracy and top-1 macro F1."""
-    ranks = gold_ranks([s["gold"] for s in scores], [s["ranking"] for s in scores], max_rank=3)
-    size = w.sum(axis=1)
-    out = {f"recall@{k}": _div(w @ ((ranks >= 1) & (ranks <= k)), size) for k in (1, 2, 3)}
-    out["mrr"] = _div(w @ np.divide(1.0, ranks, out=np.zeros(len(ranks)), where=ranks > 0), size)
-    if task_name == "rpp":
-        out["accuracy"] = out["recall@1"]
-        out["macro_f1"] = _macro_f1(task_name, scores, w)
-    return out
-
-
-def _macro_f1(task_name: str, scores: Sequence[Mapping[str, Any]], w: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``LabelReport.macro_f1`` per resample: F1 averaged over the labels with gold support or a prediction."""
-    labels = get_task(task_name)._labels_for(scores)
-    gold = np.array([labels.index(s["gold"]) for s in scores])
-    top1 = np.array([labels.index(s["top1"]) if s["top1"] in labels else -1 for s in scores])
-    one_hot = np.eye(len(labels), dtype=float)
-    support = w @ one_hot[gold]
-    predicted = w @ (one_hot[top1] * (top1 >= 0)[:, None])
-    tp = w @ (one_hot[gold] * (gold == top1)[:, None])
-    precision, recall = _div(tp, predicted), _div(tp, support)
-    f1 = _div(2 * precision * recall, precision + recall)
-    active = (support > 0) | (predicted > 0)
-    return _div((f1 * active).sum(axis=1), active.sum(axis=1).astype(float))
-
-
-def _mean_if_run(
-    scores: Sequence[Mapping[str, Any]],
-    name: str,
-    valid: NDArray[np.bool_],
-    ran_flag: NDArray[np.bool_],
-    w: NDArray[np.float64],
-) -> NDArray[np.float64]:
-    """ER/VP: the mean of ``name`` over the instances that have it, None (NaN) where the metric was not run in the
-    resample: no valid answer carries it (``ran_flag``), unless every answer failed (the tasks' own rule)."""
-    values, present = _column(scores, name)
-    ran = (w @ valid == 0) | (w @ (valid & ran_flag) > 0)
-    return np.where(ran, _div(w @ (values * present), w @ present, empty=math.nan), math.nan)
-
-
-def _er_draws(scores: Sequence[Mapping[str, Any]], w: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
-    valid = np.array([not s["failed"] for s in scores])
-    judged = np.array([bool(s["judged"]) for s in scores])
-    bert = np.array([s["bertscore"] is not None for s in scores])
-    size = w.sum(axis=1)
-    return {
-        "s_emo": _mean_if_run(scores, "s_emo", valid, judged, w),
-        "s_int": _div(w @ _column(scores, "s_int")[0], size, empty=math.nan),
-        "s_er": _mean_if_run(scores, "s_er", valid, judged, w),
-        "bertscore": _mean_if_run(scores, "bertscore", valid, bert, w),
-        "intensity_mae": _div(w @ _column(scores, "abs_error")[0], size, empty=math.nan),
-    }
-
-
-def _vp_draws(scores: Sequence[Mapping[str, Any]], w: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
-    valid = np.array([not s["failed"] for s in scores])
-    judged = np.array([bool(s["judged"]) for s in scores])
-    bert = np.array([s["bertscore"] is not None for s in scores])
-    return {
-        "judge": _mean_if_run(scores, "judge", valid, judged, w),
-        "bertscore": _mean_if_run(scores, "bertscore", valid, bert, w),
-        "target_match": _div(w @ _column(scores, "target_match")[0], w.sum(axis=1), empty=math.nan),
-    }
-
-
-_VECTORISED: dict[str, Callable[..., dict[str, NDArray[np.float64]]]] = {
-    "itp": _itp_draws,
-    "rpp": lambda scores, w: _ranked_draws("rpp", scores, w),
-    "stp": lambda scores, w: _ranked_draws("stp", scores, w),
-    "ssp": lambda scores, w: _ranked_draws("ssp", scores, w),
-    "er": _er_draws,
-    "vp": _vp_draws,
-}
-
-
-def _draws(task_name: str, scores: Sequence[Mapping[str, Any]], w: NDArray[np.float64]) -> dict[str, NDArray]:
-    function = _VECTORISED.get(task_name)
-    return function(scores, w) if function else {}
 
 
 # ----- tables (pure) ------------------------------------------------------------------------------------------------

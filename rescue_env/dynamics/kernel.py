@@ -6,12 +6,15 @@ cached states but dominates a closed-loop step. F is linear, so for one episode 
 and relation pattern) every constant feature folds into a bias and the prediction is a short sum per participant
 and per pair, in plain Python (a few participants: faster than dozens of tiny numpy calls).
 ``EpisodeKernel.mean`` equals the reference to rounding, and ``sample`` draws the noise exactly as
-``OutcomeModel.sample`` does, with the same generator calls (tested on random states and actions).
+``OutcomeModel.sample`` does, with the same generator calls (tested on random states and actions). ``heads`` gives
+the prediction of one participant or one pair at a time, so that a step of the sim (``simulation.advance_live``)
+evaluates F only where a value is refreshed; ``predict`` is both heads everywhere, the same arithmetic.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +29,9 @@ from rescue_env.dynamics.outcome import (
     recipient_kind,
 )
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
+
+_MEMO = 4096
+"""Bound of each memo of ``EpisodeKernel`` (ages in rows, actions: a few dozen of each in practice)."""
 
 
 def _weights(coef: list[float], names: list[str]) -> dict[str, float]:
@@ -51,6 +57,21 @@ class EpisodeKernel:
     e_source_kind: tuple[float, ...]
     e_target_kind: tuple[float, ...]
     e_strategy: tuple[float, ...]
+    _c_terms: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    _e_terms: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    _ages: dict[int, tuple[float, float]] = field(init=False, repr=False, compare=False)
+    _actions: dict[tuple, tuple] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The weights ``predict`` reads, in its order (locals, not dict look-ups, on the hot path), and its memos.
+        c, e = self.c, self.e
+        names = ("d", "annotated", "age", "d_others_max", "d_others_mean", "out_negative", "in_negative")
+        c_terms = (self.bias_d, *(c[name] for name in names), c["last_speaker"], c["recipient_x_d"])
+        e_terms = (self.bias_g, *(e[name] for name in ("g", "annotated", "age", "g_reverse", "d_source", "d_target")))
+        object.__setattr__(self, "_c_terms", c_terms)
+        object.__setattr__(self, "_e_terms", e_terms)
+        object.__setattr__(self, "_ages", {})
+        object.__setattr__(self, "_actions", {})
 
     @classmethod
     def build(cls, model: OutcomeModel, n: int, family: bool, pattern: str | None) -> EpisodeKernel:
@@ -77,32 +98,126 @@ class EpisodeKernel:
         )
 
     def _predict(self, state, action: SupportAction, effect_scale: float) -> tuple[list, list]:
+        """``predict`` of a ``simulation.SimState``."""
+        return self.predict(
+            state.distress_raw.tolist(),
+            state.emotion_row.tolist(),
+            state.g_raw.tolist(),
+            state.viewpoint_row.tolist(),
+            state.row,
+            state.last_speaker,
+            action,
+            effect_scale,
+        )
+
+    def predict(
+        self,
+        distress_raw: list[float],
+        emotion_row: list[int],
+        g_raw: list[list[float]],
+        viewpoint_row: list[list[int]],
+        row: int,
+        last_speaker: int | None,
+        action: SupportAction,
+        effect_scale: float,
+    ) -> tuple[list[float], list[list[float]]]:
         """F(x, a0) + scale (F(x, a) - F(x, a0)), unclipped: (distress per participant, G as rows of lists,
-        diagonal 0); ``state`` is a ``simulation.SimState``. Plain Python on lists: with at most a few
-        participants, a few hundred float operations are faster than dozens of tiny numpy calls."""
-        n, c, e, row = self.n, self.c, self.e, state.row
-        k, h = self.decay_after, self.half_life
+        diagonal 0), from the state's raw values and the rows they were set at (-1 = never) as lists (``heads``
+        for every participant and pair)."""
+        distress, pair = self.heads(
+            distress_raw, emotion_row, g_raw, viewpoint_row, row, last_speaker, action, effect_scale
+        )
+        n = self.n
+        return [distress(i) for i in range(n)], [[0.0 if i == j else pair(i, j) for j in range(n)] for i in range(n)]
 
-        def aged(raw: float, set_at: int) -> tuple[float, float, float]:
-            # (aged value, ever set, age feature), as Snapshot.aged and point_state compute them
-            if set_at < 0:
-                return 0.0, 0.0, 1.0
-            age = row - set_at
-            weight = 1.0 if age <= k else 2.0 ** (-(age - k) / h)
-            return raw * weight, 1.0, min(age, AGE_CAP) / AGE_CAP
-
-        people = [aged(x, r) for x, r in zip(state.distress_raw.tolist(), state.emotion_row.tolist())]
-        d = [p[0] for p in people]
-        pairs = [
-            [aged(x, r) for x, r in zip(g_row, r_row)]
-            for g_row, r_row in zip(state.g_raw.tolist(), state.viewpoint_row.tolist())
+    def heads(
+        self,
+        distress_raw: list[float],
+        emotion_row: list[int],
+        g_raw: list[list[float]],
+        viewpoint_row: list[list[int]],
+        row: int,
+        last_speaker: int | None,
+        action: SupportAction,
+        effect_scale: float,
+    ) -> tuple[Callable[[int], float], Callable[[int, int], float]]:
+        """``predict``'s two heads as functions of a participant i and of a pair (i, j), i != j: a step asks only
+        for the values it refreshes (about one participant and one pair of a few). Plain Python on lists: with at
+        most a few participants, a few hundred float operations are faster than dozens of tiny numpy calls."""
+        n, ages, age_of = self.n, self._ages, self._age
+        # aged values, as Snapshot.aged computes them (``_age``); "ever set" and the age feature where asked
+        d = [0.0 if r < 0 else x * (ages.get(row - r) or age_of(row - r))[0] for x, r in zip(distress_raw, emotion_row)]
+        g = [
+            [0.0 if r < 0 else x * (ages.get(row - r) or age_of(row - r))[0] for x, r in zip(g_line, r_line)]
+            for g_line, r_line in zip(g_raw, viewpoint_row)
         ]
-        g = [[p[0] for p in line] for line in pairs]
+        key = (action.intervene and effect_scale != 0.0, action.recipients, action.strategy)
+        terms = self._actions.get(key) or self._action_terms(action, key)
+        supported, own, other, speaks, source_add, target_add, pair_speaks = terms
+        moves_d = bool(speaks or own or other)
+        moves_g = bool(pair_speaks or source_add or target_add)
+        bias_d, c_d, c_annotated, c_age, c_max, c_mean, c_out, c_in, c_last, c_x_d = self._c_terms
+        bias_g, e_g, e_annotated, e_age, e_reverse, e_source, e_target = self._e_terms
+        total = sum(d)
+        top = max(range(n), key=d.__getitem__) if n else 0
+        second = max((d[j] for j in range(n) if j != top), default=0.0)
+        scale_others = 1.0 / (n - 1) if n > 1 else 0.0
 
+        def distress(i: int) -> float:
+            r = emotion_row[i]
+            ever, age = (0.0, 1.0) if r < 0 else (1.0, (ages.get(row - r) or age_of(row - r))[1])
+            value = bias_d + c_d * d[i] + c_annotated * ever + c_age * age
+            if n > 1:
+                value += (
+                    c_max * (second if i == top else d[top])
+                    + c_mean * (total - d[i]) * scale_others
+                    + c_out * sum(g[i]) * scale_others
+                    + c_in * sum([line[i] for line in g]) * scale_others
+                )
+            if i == last_speaker:
+                value += c_last
+            if moves_d:
+                delta = speaks + (own + c_x_d * d[i] if supported[i] else other)
+                value += effect_scale * delta
+            return value
+
+        def pair(i: int, j: int) -> float:
+            r = viewpoint_row[i][j]
+            ever, age = (0.0, 1.0) if r < 0 else (1.0, (ages.get(row - r) or age_of(row - r))[1])
+            value = (
+                bias_g
+                + e_g * g[i][j]
+                + e_annotated * ever
+                + e_age * age
+                + e_reverse * g[j][i]
+                + e_source * d[i]
+                + e_target * d[j]
+            )
+            if moves_g:
+                delta = pair_speaks + source_add * supported[i] + target_add * supported[j]
+                value += effect_scale * delta
+            return value
+
+        return distress, pair
+
+    def _age(self, age: int) -> tuple[float, float]:
+        """(weight, age feature) of an annotation ``age`` rows old (``state.age_weight``, ``point_state``'s
+        capped age), memoised per age."""
+        k, h = self.decay_after, self.half_life
+        weight = 1.0 if age <= k else 2.0 ** (-(age - k) / h)
+        value = (weight, min(age, AGE_CAP) / AGE_CAP)
+        if len(self._ages) < _MEMO:
+            self._ages[age] = value
+        return value
+
+    def _action_terms(self, action: SupportAction, key: tuple) -> tuple:
+        """The action's terms of both heads (supported flags, own, other, speaks; source, target, speaks),
+        memoised per (moves, recipients, strategy)."""
+        n, c, e = self.n, self.c, self.e
         supported = [False] * n
         own = other = speaks = 0.0
         source_add = target_add = pair_speaks = 0.0
-        if action.intervene and effect_scale != 0.0:
+        if key[0]:
             for i in action.recipients:
                 if 0 <= i < n:
                     supported[i] = True
@@ -118,51 +233,10 @@ class EpisodeKernel:
             if strategy is not None:
                 source_add += self.e_strategy[strategy]
             pair_speaks = e["therapist_speaks"]
-
-        total = sum(d)
-        top = max(range(n), key=d.__getitem__) if n else 0
-        second = max((d[j] for j in range(n) if j != top), default=0.0)
-        scale_others = 1.0 / (n - 1) if n > 1 else 0.0
-        columns = [sum(g[i][j] for i in range(n)) for j in range(n)]
-        pred_d = []
-        for i in range(n):
-            value = self.bias_d + c["d"] * d[i] + c["annotated"] * people[i][1] + c["age"] * people[i][2]
-            if n > 1:
-                value += (
-                    c["d_others_max"] * (second if i == top else d[top])
-                    + c["d_others_mean"] * (total - d[i]) * scale_others
-                    + c["out_negative"] * sum(g[i]) * scale_others
-                    + c["in_negative"] * columns[i] * scale_others
-                )
-            if i == state.last_speaker:
-                value += c["last_speaker"]
-            if speaks or own or other:
-                delta = speaks + (own + c["recipient_x_d"] * d[i] if supported[i] else other)
-                value += effect_scale * delta
-            pred_d.append(value)
-        pred_g = []
-        for i in range(n):
-            line = []
-            for j in range(n):
-                if i == j:
-                    line.append(0.0)
-                    continue
-                _, ever, age = pairs[i][j]
-                value = (
-                    self.bias_g
-                    + e["g"] * g[i][j]
-                    + e["annotated"] * ever
-                    + e["age"] * age
-                    + e["g_reverse"] * g[j][i]
-                    + e["d_source"] * d[i]
-                    + e["d_target"] * d[j]
-                )
-                if pair_speaks or source_add or target_add:
-                    delta = pair_speaks + source_add * supported[i] + target_add * supported[j]
-                    value += effect_scale * delta
-                line.append(value)
-            pred_g.append(line)
-        return pred_d, pred_g
+        terms = (tuple(supported), own, other, speaks, source_add, target_add, pair_speaks)
+        if len(self._actions) < _MEMO:
+            self._actions[key] = terms
+        return terms
 
     def mean(self, state, action: SupportAction, effect_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         """``OutcomeModel.mean`` of the state's ``point`` under ``action``."""
@@ -183,10 +257,18 @@ class EpisodeKernel:
 
 
 def _clipped(d: list[float], g: list[list[float]], viewpoint_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Clipped to [0, 1]; G kept only where a viewpoint exists (F does not create new stances)."""
-    d_out = np.minimum(np.maximum(np.array(d), 0.0), 1.0)
-    g_out = np.minimum(np.maximum(np.array(g).reshape(len(d), len(d)), 0.0), 1.0)
-    return d_out, g_out * (viewpoint_row >= 0)
+    """Clipped to [0, 1]; G kept only where a viewpoint exists (F does not create new stances). In plain Python
+    (clipping and masking are exact, so this equals the numpy expression ``clip(g) * (viewpoint_row >= 0)``)."""
+    n = len(d)
+    d_out = np.array([0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in d])
+    existing = viewpoint_row.tolist()
+    g_out = np.array(
+        [
+            [(0.0 if x < 0.0 else 1.0 if x > 1.0 else x) if row >= 0 else 0.0 for x, row in zip(line, rows)]
+            for line, rows in zip(g, existing)
+        ]
+    ).reshape(n, n)
+    return d_out, g_out
 
 
 __all__ = ["EpisodeKernel"]

@@ -26,12 +26,21 @@ what it was fitted for: the value of the next annotation. The objective reads th
 (``SimState.values``): in a closed loop silence is not calm. What F does not model stays fixed: the relation pattern
 of the opening, who is in the room, and which pairs have a viewpoint at all (F predicts how a stance changes, not
 that a new one appears). ``SessionRates`` are fitted on the same conversations as F, at run time.
+
+Two implementations of one step: ``advance`` and ``perceive`` on numpy arrays (the reference, for analysis and
+tests), and ``advance_live`` and ``perceive_lists`` on plain lists, which ``RescueSim-v0`` steps with (issue 14: a
+few participants make dozens of tiny numpy calls cost more than the arithmetic). The list versions draw the same
+numbers from the generator in the same order (k numbers in one call are the k numbers of k calls, so F's n + n x n
+normals, then the speaker's and the refreshes' uniforms, each come in one call) and do the same float operations
+in the same order, so they give the same bits (tested on random states and on long traces of the env).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -184,16 +193,28 @@ def start_state(
 @dataclass(frozen=True)
 class EpisodeDynamics:
     """What ``advance`` needs that is fixed for an episode: F specialised to it and the refresh probabilities
-    (they follow the opening's speaking shares, which do not change)."""
+    (they follow the opening's speaking shares, which do not change); as lists too, for ``advance_live``."""
 
     kernel: EpisodeKernel
     p_emotion: np.ndarray  # (n,)
     p_pair: np.ndarray  # (n, n)
+    weights: tuple[float, ...] = ()
+    """The opening's speaking weights (``SimState.weights``)."""
+    p_emotion_list: list[float] = field(init=False, repr=False, compare=False)
+    p_pair_list: list[list[float]] = field(init=False, repr=False, compare=False)
+    speaker_cdf: list[float] = field(init=False, repr=False, compare=False)
+    """``next_speaker``'s cumulative shares over everyone (the same sums and divisions, once per episode)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "p_emotion_list", self.p_emotion.tolist())
+        object.__setattr__(self, "p_pair_list", self.p_pair.tolist())
+        object.__setattr__(self, "speaker_cdf", _cdf(list(self.weights)) if self.weights else [])
 
 
 def episode_dynamics(model: OutcomeModel, rates: SessionRates, state: SimState) -> EpisodeDynamics:
     p_emotion, p_pair = rates.refresh_probabilities(state.shares)
-    return EpisodeDynamics(EpisodeKernel.build(model, state.n, state.family, state.pattern), p_emotion, p_pair)
+    kernel = EpisodeKernel.build(model, state.n, state.family, state.pattern)
+    return EpisodeDynamics(kernel, p_emotion, p_pair, tuple(state.weights.tolist()))
 
 
 def advance(
@@ -236,10 +257,147 @@ def next_speaker(state: SimState, action: SupportAction, rates: SessionRates, rn
     by speaking weight (one uniform draw, through the weights' cumulative shares)."""
     recipients = sorted(i for i in action.recipients if 0 <= i < state.n)
     replies = action.intervene and bool(recipients) and rng.random() < rates.reply_recipient
-    weights = state.weights[recipients] if replies else state.weights
-    cdf = np.cumsum(weights)
-    index = int(np.searchsorted(cdf / cdf[-1], rng.random(), side="right"))
+    weights = state.weights.tolist()
+    if replies:
+        weights = [weights[i] for i in recipients]
+    index = bisect_right(_cdf(weights), rng.random())
     return recipients[index] if replies else index
+
+
+def _cdf(weights: list[float]) -> list[float]:
+    # np.cumsum and the division by the total in plain Python: the same sums in the same order, so with
+    # bisect_right (np.searchsorted(side="right")) the same index, without numpy calls on a few numbers.
+    cdf = list(accumulate(weights))
+    return [c / cdf[-1] for c in cdf]
+
+
+# ----- the same step on lists (the env's hot path, issue 14) -------------------------------------------------
+
+
+@dataclass(slots=True)
+class LiveState:
+    """The varying part of a ``SimState`` as plain lists, moved in place by ``advance_live`` (a step of
+    ``RescueSim-v0`` without numpy calls on a few numbers; ``state`` gives the ``SimState``)."""
+
+    distress_raw: list[float]
+    emotion_row: list[int]
+    g_raw: list[list[float]]
+    viewpoint_row: list[list[int]]
+    row: int
+    last_speaker: int | None
+
+    @classmethod
+    def of(cls, state: SimState) -> LiveState:
+        return cls(
+            state.distress_raw.tolist(),
+            state.emotion_row.tolist(),
+            state.g_raw.tolist(),
+            state.viewpoint_row.tolist(),
+            state.row,
+            state.last_speaker,
+        )
+
+    def state(self, start: SimState) -> SimState:
+        """The ``SimState`` (the fixed parts from the episode's ``start``), with the dtypes ``advance`` gives."""
+        n = len(self.distress_raw)
+        return replace(
+            start,
+            distress_raw=np.array(self.distress_raw, dtype=np.float64).reshape(n),
+            emotion_row=np.array(self.emotion_row, dtype=np.int64).reshape(n),
+            g_raw=np.array(self.g_raw, dtype=np.float64).reshape(n, n),
+            viewpoint_row=np.array(self.viewpoint_row, dtype=np.int64).reshape(n, n),
+            row=self.row,
+            last_speaker=self.last_speaker,
+        )
+
+
+def advance_live(
+    live: LiveState,
+    action: SupportAction,
+    dynamics: EpisodeDynamics,
+    reply_recipient: float,
+    rng: np.random.Generator,
+    effect_scale: float = 1.0,
+    draw: bool = True,
+) -> None:
+    """``advance`` on lists, in place: the same numbers in the same order from ``rng`` (F's n + n x n normals in
+    one call, then the speaker's and the refreshes' uniforms in one call: a call of k numbers gives what k
+    calls of one give), the same arithmetic, so the same state (tested against ``advance``)."""
+    kernel, n = dynamics.kernel, len(live.distress_raw)
+    distress_raw, emotion_row = live.distress_raw, live.emotion_row
+    g_raw, viewpoint_row = live.g_raw, live.viewpoint_row
+    # F's draw: n + n x n normals (distress, then G row-major), all drawn, used where a value is refreshed
+    noise = rng.standard_normal(n + n * n).tolist() if draw else None
+    # next_speaker: a reply draw only after a supported intervention, then the speaker's draw; then the refreshes
+    recipients = _sorted_recipients(action.recipients, n) if action.intervene else ()
+    start = 2 if recipients else 1
+    uniforms = rng.random(start + n + n * n).tolist()
+    if recipients and uniforms[0] < reply_recipient:
+        weights = dynamics.weights
+        speaker = recipients[bisect_right(_cdf([weights[i] for i in recipients]), uniforms[1])]
+    else:
+        speaker = bisect_right(dynamics.speaker_cdf, uniforms[start - 1])
+    row = live.row + 1 + int(action.intervene)
+    # Where refreshed: F's value (its draw: mean + sigma z), clipped to [0, 1] (kernel._clipped). Every value is
+    # computed from the state before the step (the heads read the lists as they were: nothing is written before
+    # all are computed).
+    p_emotion, p_pair = dynamics.p_emotion_list, dynamics.p_pair_list
+    fresh_d = [i for i in range(n) if uniforms[start + i] < p_emotion[i]]
+    start += n
+    fresh_g = [
+        (i, j)
+        for i in range(n)
+        for j in range(n)
+        if viewpoint_row[i][j] >= 0 and uniforms[start + i * n + j] < p_pair[i][j]
+    ]
+    new_d: list[float] = []
+    new_g: list[float] = []
+    if fresh_d or fresh_g:  # F is evaluated only where a value is refreshed (often nowhere)
+        distress_of, pair_of = kernel.heads(
+            distress_raw, emotion_row, g_raw, viewpoint_row, live.row, live.last_speaker, action, effect_scale
+        )
+        sd, sg = kernel.sigma_d, kernel.sigma_g
+        new_d = [distress_of(i) + sd * noise[i] if draw else distress_of(i) for i in fresh_d]
+        new_g = [pair_of(i, j) + sg * noise[n + i * n + j] if draw else pair_of(i, j) for i, j in fresh_g]
+    for i, x in zip(fresh_d, new_d):
+        distress_raw[i], emotion_row[i] = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x, row
+    for (i, j), x in zip(fresh_g, new_g):
+        g_raw[i][j], viewpoint_row[i][j] = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x, row
+    live.row, live.last_speaker = row, speaker
+
+
+_RECIPIENTS: dict[tuple[frozenset[int], int], tuple[int, ...]] = {}
+
+
+def _sorted_recipients(recipients: frozenset[int], n: int) -> tuple[int, ...]:
+    """``next_speaker``'s recipients: those in range, sorted (memoised: a few subsets of a few participants)."""
+    key = (recipients, n)
+    found = _RECIPIENTS.get(key)
+    if found is None:
+        found = tuple(sorted(i for i in recipients if 0 <= i < n))
+        if len(_RECIPIENTS) < 4096:
+            _RECIPIENTS[key] = found
+    return found
+
+
+def perceive_lists(
+    distress: list[float], g: list[list[float]], noise: float, rng: np.random.Generator
+) -> tuple[list[float], list[list[float]]]:
+    """``perceive`` on lists: the same normals (n + n x n in one call), clipping and rounding (``np.round(x, 1)``
+    is ``rint(x * 10) / 10``; Python's ``round`` is the same round-half-even), so the same readings."""
+    n = len(distress)
+    if noise > 0:
+        z = rng.standard_normal(n + n * n).tolist()
+        distress = [x + noise * e for x, e in zip(distress, z)]
+        g = [[x + noise * e for x, e in zip(line, z[n * (i + 1) : n * (i + 2)])] for i, line in enumerate(g)]
+    # clip, then round to tenths (inline: a function call per value would cost more than the arithmetic)
+    levels = [round((0.0 if x < 0.0 else 1.0 if x > 1.0 else x) * 10.0) / 10.0 for x in distress]
+    stances = []
+    for i, line in enumerate(g):
+        reading = [round((0.0 if x < 0.0 else 1.0 if x > 1.0 else x) * 10.0) / 10.0 for x in line]
+        reading[i] = 0.0
+        stances.append(reading)
+    return levels, stances
 
 
 # ----- perception and words ----------------------------------------------------------------------------------
@@ -273,32 +431,66 @@ def _band(value: float, bands: Sequence[tuple[float, str | None]]) -> str | None
 def describe_state(names: Sequence[str], distress: np.ndarray, g: np.ndarray) -> str:
     """The perceived state in words, one sentence per participant, e.g. ``Alan seems very upset (about 7/10) and
     sees Evelyn negatively.`` (a neutral or warm stance is not mentioned)."""
+    return describe_levels(names, distress.tolist(), g.tolist())
+
+
+def describe_levels(names: Sequence[str], levels: list[float], stances: list[list[float]]) -> str:
+    """``describe_state`` of readings as lists."""
+    n = len(names)
     lines = []
     for i, name in enumerate(names):
-        sentence = f"{name} {_band(float(distress[i]), DISTRESS_WORDS)} (about {round(10 * float(distress[i]))}/10)"
-        stances = [
-            f"{names[j]} {words}"
-            for j in range(len(names))
-            if j != i and (words := _band(float(g[i, j]), STANCE_WORDS)) is not None
+        sentence = name + _distress_words(float(levels[i]))
+        row = stances[i]
+        said = [
+            f"{names[j]} {words}" for j in range(n) if j != i and (words := _stance_words(float(row[j]))) is not None
         ]
-        if stances:
-            sentence += " and sees " + ", ".join(stances)
+        if said:
+            sentence += " and sees " + ", ".join(said)
         lines.append(sentence + ".")
     return " ".join(lines)
+
+
+# The words of a reading, by its value: perceived readings are tenths, so a few entries serve every step (bounded
+# anyway, for callers that pass other values).
+_DISTRESS_TEXT: dict[float, str] = {}
+_STANCE_TEXT: dict[float, str | None] = {}
+_WORDS_CACHE = 4096
+
+
+def _distress_words(value: float) -> str:
+    text = _DISTRESS_TEXT.get(value)
+    if text is None:
+        text = f" {_band(value, DISTRESS_WORDS)} (about {round(10 * value)}/10)"
+        if len(_DISTRESS_TEXT) < _WORDS_CACHE:
+            _DISTRESS_TEXT[value] = text
+    return text
+
+
+def _stance_words(value: float) -> str | None:
+    if value in _STANCE_TEXT:
+        return _STANCE_TEXT[value]
+    words = _band(value, STANCE_WORDS)
+    if len(_STANCE_TEXT) < _WORDS_CACHE:
+        _STANCE_TEXT[value] = words
+    return words
 
 
 __all__ = [
     "DISTRESS_WORDS",
     "EpisodeDynamics",
+    "LiveState",
     "STANCE_WORDS",
     "SessionRates",
     "SimState",
     "advance",
+    "advance_live",
+    "describe_levels",
     "describe_state",
     "episode_dynamics",
     "fit_session_rates",
     "next_speaker",
     "opening_weights",
     "perceive",
+    "perceive_lists",
     "start_state",
 ]

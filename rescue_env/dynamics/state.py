@@ -65,6 +65,44 @@ def objective(distress: np.ndarray, g: np.ndarray, tension_weight: float, lam: f
     return utility(distress, g, tension_weight) - lam * (float(distress.max()) if distress.size else 0.0)
 
 
+def numpy_sum(values: Sequence[float]) -> float:
+    """``np.add.reduce`` of a contiguous float64 array, in plain Python and in numpy's order (its pairwise sum:
+    sequential below 8 values, else 8 interleaved partial sums, blocks above 128), so that a step on lists gives
+    the same bits as the numpy expressions (the env's hot path; tested against numpy)."""
+    n = len(values)
+    if n < 8:
+        total = -0.0  # as numpy: keeps the sum of -0.0 values -0.0
+        for x in values:
+            total += x
+        return total
+    if n > 128:
+        half = n // 2
+        half -= half % 8
+        return numpy_sum(values[:half]) + numpy_sum(values[half:])
+    r = list(values[:8])
+    i, end = 8, n - n % 8
+    while i < end:
+        for j in range(8):
+            r[j] += values[i + j]
+        i += 8
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for x in values[end:]:
+        total += x
+    return total
+
+
+def objective_of_lists(distress: list[float], g: list[list[float]], tension_weight: float, lam: float) -> float:
+    """``objective`` of ``np.array(distress)`` and ``np.array(g)`` (the same bits; ``numpy_sum``)."""
+    n = len(distress)
+    wellbeing = numpy_sum([1.0 - x for x in distress]) / n if n else 1.0
+    if n < 2:
+        tension_ = 0.0
+    else:
+        flat = [x for line in g for x in line]
+        tension_ = (numpy_sum(flat) - numpy_sum([g[i][i] for i in range(n)])) / (n * (n - 1))
+    return wellbeing - tension_weight * tension_ - lam * (max(distress) if n else 0.0)
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The state after one row: raw (unaged) values and the row each was annotated at (-1 = never)."""

@@ -173,6 +173,8 @@ class RescueMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
         self.participant_policy = policy
         self.render_mode = render_mode
         # The inner env renders text only on request, so that "human" prints once per step, here.
+        # The view passes the therapist's detailed info on (gold, chosen, state), as before ``info_level`` existed.
+        kwargs.setdefault("info_level", "full")
         self.rescue = RescueEnv(render_mode=None if render_mode is None else "ansi", **kwargs)
         self.possible_agents = [THERAPIST] + [participant_agent(i) for i in range(self.rescue.max_participants)]
         self.agents: list[str] = []

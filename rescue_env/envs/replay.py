@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -16,8 +18,6 @@ from rescue_env.data.domain import (
     SpeakerClass,
     decision_rows,
     is_therapist,
-    latest_relation_pattern,
-    latest_states,
     participants,
     primary_strategy,
     scenario_of,
@@ -25,8 +25,9 @@ from rescue_env.data.domain import (
     support_target,
     target_members,
 )
+from rescue_env.data.loading import resolve_path
 from rescue_env.data.schema import SCENARIOS, Scenario
-from rescue_env.rendering import MODES, Mode, render_header, render_rows, window
+from rescue_env.rendering import MODES, Mode, render_header, render_row, window
 from rescue_env.reward import (
     PRESETS,
     GroupState,
@@ -37,7 +38,7 @@ from rescue_env.reward import (
     group_state,
     total,
 )
-from rescue_env.taxonomy import ALL_STRATEGY_KEYS, strategies
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS, relation_patterns, strategies
 from rescue_env.text import CHARSET, normalise_text
 
 
@@ -119,6 +120,141 @@ class SlotMasks:
         )
 
 
+InfoLevel = Literal["basic", "full"]
+INFO_LEVELS: tuple[InfoLevel, ...] = ("basic", "full")
+"""``info_level``: ``basic`` (default) a few flat scalars per step, ``full`` every detail (gold, chosen, state)."""
+
+
+def check_info_level(value: Any) -> InfoLevel:
+    if value not in INFO_LEVELS:
+        raise ValueError(f"info_level must be one of {', '.join(INFO_LEVELS)}, got {value!r}")
+    return value
+
+
+class SharedCache:
+    """A process-wide dict (precomputed episodes, sample digests, loaded datasets) that forgets the oldest entries
+    beyond ``maxsize``. Entries are never changed once stored (their arrays are flagged read-only), so envs can
+    share them."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._data: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        return self._data.get(key)
+
+    def put(self, key: Any, value: Any) -> Any:
+        self._data[key] = value
+        while len(self._data) > self.maxsize:
+            del self._data[next(iter(self._data))]
+        return value
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+EPISODES = SharedCache(maxsize=8192)
+"""The replays' precomputed episodes, shared by every env of the process (the release has 191 conversations)."""
+
+
+def sample_digest(sample: Sample) -> str:
+    """A hash of the sample's whole content: the cache key, so that an edited sample under the same id (e.g. its
+    annotations scrubbed) is precomputed again (about 0.3 ms for a conversation of the release; remembered per
+    sample object)."""
+    known = _DIGESTS.get(id(sample))
+    if known is not None and known[0] is sample:
+        return known[1]
+    digest = hashlib.sha256(sample.__pydantic_serializer__.to_json(sample)).hexdigest()
+    _DIGESTS.put(id(sample), (sample, digest))
+    return digest
+
+
+_DIGESTS = SharedCache(maxsize=8192)
+
+
+def shared_dataset(data: str | Path) -> Dataset:
+    """``load_dataset(data)``, loaded once per process for a file (keyed by its path, size and modification
+    time): the sub-envs of a vector env, or several envs on the same file, share one read-only ``Dataset``
+    instead of parsing and validating the release each (0.6 s) and hashing each sample again."""
+    path = resolve_path(data)
+    if not path.is_file():
+        return load_dataset(data)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    dataset = _DATASETS.get(key)
+    if dataset is None:
+        dataset = _DATASETS.put(key, load_dataset(data))
+    return dataset
+
+
+_DATASETS = SharedCache(maxsize=8)
+
+
+def annotated_states(
+    sample: Sample, scenario: Scenario, people: Sequence[str], rows: Sequence[int], max_age: int | None
+) -> list[tuple[tuple[float, ...], dict[str, dict[str, str]], str | None]]:
+    """Per row of ``rows`` (ascending): the distress of each participant (latest intensity / 10, 0 when none or
+    older than ``max_age``), their viewpoints (source -> target -> text, without those older than ``max_age``)
+    and the latest relation pattern: ``domain.latest_states`` and ``domain.latest_relation_pattern`` at each
+    row, in one pass over the rows instead of one per decision point (tested equal)."""
+    names = set(people)
+    labels = relation_patterns(scenario)
+    intensity: dict[str, float | None] = dict.fromkeys(people)
+    emotion_row: dict[str, int] = {}
+    views: dict[str, dict[str, str]] = {p: {} for p in people}
+    view_rows: dict[str, dict[str, int]] = {p: {} for p in people}
+    pattern: str | None = None
+    out = []
+    wanted = iter(rows)
+    through = next(wanted, None)
+    for position, row in enumerate(sample.rows):
+        if through is None:
+            break
+        for emotion in row.internal_emotion:
+            person = emotion.person.strip()
+            if person in names and emotion.intensity is not None:
+                intensity[person], emotion_row[person] = float(emotion.intensity), position
+        for view in row.viewpoints_attitudes:
+            source, target = view.source.strip(), view.target.strip()
+            if source in names and target and view.viewpoint.strip():
+                views[source][target] = view.viewpoint
+                view_rows[source][target] = position
+        label = (row.relation_pattern or "").strip() or (row.relation_cycle_state or "").strip()
+        if label in labels:
+            pattern = label
+        while through == position:
+            oldest = -1 if max_age is None else through - max_age  # an annotation at a row < oldest is forgotten
+            distress = tuple(
+                (intensity[p] or 0.0) / 10.0 if intensity[p] is not None and emotion_row[p] >= oldest else 0.0
+                for p in people
+            )
+            viewpoints = {}
+            for p in people:
+                kept = {t: v for t, v in views[p].items() if view_rows[p][t] >= oldest}
+                if kept:
+                    viewpoints[p] = kept
+            out.append((distress, viewpoints, pattern))
+            through = next(wanted, None)
+    return out
+
+
+def rendered_window(sample: Sample, positions: range, mode: Mode, texts: dict[int, str]) -> str:
+    """``normalise_text(render_rows(sample, positions, mode))`` with each row rendered and normalised once into
+    ``texts`` (normalising is per character and rows are joined by a newline, so the two agree)."""
+    if len(positions) == 0:
+        return normalise_text("(no earlier rows)")
+    parts = []
+    for p in positions:
+        text = texts.get(p)
+        if text is None:
+            text = texts[p] = normalise_text(render_row(sample.rows[p], p, mode))
+        parts.append(text)
+    return "\n".join(parts)
+
+
 class RescueEnv(gym.Env):
     """
     ## Description
@@ -137,7 +273,7 @@ class RescueEnv(gym.Env):
     ``strategy`` ``Discrete(11)`` over ``rescue_env.taxonomy.ALL_STRATEGY_KEYS`` (couple strategies, then the
     family-only ``boundary``). Bits for absent slots and strategies outside the scenario's taxonomy are masked
     (``target_mask``, ``strategy_mask`` in the observation; ``action_masks()``): they are ignored, and counted in
-    ``info["invalid"]``.
+    ``info["n_invalid"]`` (listed in ``info["invalid"]`` with ``info_level="full"``).
 
     ## Observation Space
 
@@ -157,7 +293,15 @@ class RescueEnv(gym.Env):
     a* is known; group U(d, G) - lambda * max over the most distressed of d_i (1 - w_i) - kappa * z, with w_i = 1/|A|
     for the recipients of an intervention. The step reward is the preset's weighted sum (``imitation``,
     ``group``, ``combined``; see ``rescue_env.reward``). Components without gold are not scored, and ``info``
-    says which were.
+    says which were (``info_level="full"``).
+
+    ## Info
+
+    ``info_level="basic"`` (default): a few flat scalars per step, ``decision`` (index), ``row`` (1-based row
+    number) and ``n_invalid`` (masked choices ignored), cheap to merge for a vector env. ``"full"`` adds
+    ``sample_id``, ``scenario``, ``components``, ``scored``, ``gold`` (the real therapist's choice), ``chosen``,
+    ``state`` (the annotated state) and ``invalid`` (what was ignored, in words). ``reset``'s info and the final
+    ``episode`` are the same at both levels. The attribute ``info_level`` can be set on a built env.
 
     ## Starting State
 
@@ -174,10 +318,15 @@ class RescueEnv(gym.Env):
 
     ``data`` (path, ``"demo"`` or a loaded ``Dataset``), ``reward`` (a preset name or ``RewardConfig``),
     ``mode`` (dialogue, audio, visual, audiovisual), ``context_size`` (rows; -1 = all), ``max_chars``,
-    ``max_participants``, ``sample_order``, ``decide_after_therapist``, ``render_mode`` (``"ansi"``, ``"human"``).
+    ``max_participants``, ``sample_order``, ``decide_after_therapist``, ``render_mode`` (``"ansi"``, ``"human"``),
+    ``info_level`` (``"basic"``, ``"full"``).
 
     ## Version History
 
+    * v0, ``info`` change (issue 14): a step's ``info`` is small and flat by default (``decision``, ``row``,
+      ``n_invalid``); the previous details are asked for with ``info_level="full"``. Observations, rewards and
+      episode ends are unchanged, so learning results do not change and the version stays v0 (Gymnasium's
+      convention). Conversations are precomputed once per process, shared between envs.
     * v0: initial version.
     """
 
@@ -195,6 +344,7 @@ class RescueEnv(gym.Env):
         sample_order: str = "random",
         decide_after_therapist: bool = False,
         render_mode: str | None = None,
+        info_level: InfoLevel = "basic",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
@@ -202,7 +352,7 @@ class RescueEnv(gym.Env):
             raise ValueError(f"sample_order must be 'random' or 'sequential', got {sample_order!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-        self.dataset = data if isinstance(data, Dataset) else load_dataset(data)
+        self.dataset = data if isinstance(data, Dataset) else shared_dataset(data)
         self.reward_config = (
             reward if isinstance(reward, RewardConfig) else RewardConfig.preset(reward, version=self.version)
         )
@@ -210,6 +360,7 @@ class RescueEnv(gym.Env):
         self.max_participants = max_participants
         self.sample_order, self.decide_after_therapist = sample_order, decide_after_therapist
         self.render_mode = render_mode
+        self.info_level = info_level
         self._presets = {name: RewardConfig.preset(name, version=self.version, **self._constants()) for name in PRESETS}
         self._episodes: dict[str, Episode] = {}
         self.samples = [s for s in self.dataset.samples if self.decision_rows(s)]
@@ -236,7 +387,7 @@ class RescueEnv(gym.Env):
         self._next_sequential = 0
         self._rewards: list[float] = []
         self._component_sums: dict[str, float] = {}
-        self._last: tuple[DecisionPoint, dict[str, Any], float] | None = None
+        self._last: tuple | None = None  # (point, decision, intervene, recipients, strategy, invalid, parts, reward)
 
     # ----- episodes ---------------------------------------------------------------------------------------
 
@@ -257,20 +408,38 @@ class RescueEnv(gym.Env):
             return self.max_participants + 1
         return people.index(name) if name in people else self.max_participants + 2
 
+    def _episode_key(self) -> tuple:
+        """What a precomputed episode depends on besides the sample (the key of the process-wide cache)."""
+        c = self.reward_config
+        return (RescueEnv.episode, self.mode, self.context_size, self.max_chars, self.max_participants,
+                self.decide_after_therapist, c.max_age, c.utility)  # fmt: skip
+
     def episode(self, sample: Sample) -> Episode:
-        """The precomputed decision points of ``sample`` (cached: a replay does not depend on the actions)."""
+        """The precomputed decision points of ``sample`` (cached: a replay does not depend on the actions). The
+        cache is per process (``EPISODES``), keyed by the sample's content and the settings: the sub-envs of a
+        vector env, or a second env on the same data, precompute each conversation once between them."""
         cached = self._episodes.get(sample.sample_id)
         if cached is not None:
             return cached
+        key = (sample_digest(sample), self._episode_key())
+        episode = EPISODES.get(key)
+        if episode is None:
+            episode = EPISODES.put(key, self._compute_episode(sample))
+        self._episodes[sample.sample_id] = episode
+        return episode
+
+    def _compute_episode(self, sample: Sample) -> Episode:
         scenario = scenario_of(sample)
         people = tuple(participants(sample))
         taxonomy = strategies(scenario)
         header = normalise_text(render_header(scenario, people, self.max_participants))
         budget = max(0, self.max_chars - len(header))
         rows = self.decision_rows(sample)
+        annotated = annotated_states(sample, scenario, people, rows, self.reward_config.max_age)
+        texts: dict[int, str] = {}  # each row rendered once, not once per window it is in
         points = []
-        for step, row in enumerate(rows):
-            rows_text = normalise_text(render_rows(sample, window(row, self.context_size), self.mode))
+        for step, (row, (distress_values, viewpoints, pattern)) in enumerate(zip(rows, annotated)):
+            rows_text = rendered_window(sample, window(row, self.context_size), self.mode, texts)
             following = sample.rows[row + 1]
             gold_intervene = is_therapist(following)
             gold_recipients = gold_strategy = None
@@ -280,11 +449,11 @@ class RescueEnv(gym.Env):
                 gold_recipients = slots or None
                 key = primary_strategy(following)
                 gold_strategy = ALL_STRATEGY_KEYS.index(key) if key in taxonomy else None
-            states = latest_states(sample, row, max_age=self.reward_config.max_age)
-            distress = np.array([(states[p].intensity or 0.0) / 10.0 for p in people], dtype=np.float64)
-            pattern = latest_relation_pattern(sample, row)
-            viewpoints = {p: dict(states[p].viewpoints) for p in people if states[p].viewpoints}
+            distress = np.array(distress_values, dtype=np.float64)
             position = np.array([row / max(1, len(sample.rows) - 1), step / max(1, len(rows) - 1)])
+            position = np.clip(position, 0.0, 1.0).astype(np.float32)
+            position.flags.writeable = False  # shared by the cache; observations get a copy
+            distress.flags.writeable = False
             points.append(
                 DecisionPoint(
                     row=row,
@@ -297,7 +466,7 @@ class RescueEnv(gym.Env):
                     viewpoints=viewpoints,
                     pattern=pattern,
                     group=group_state(distress, self.reward_config, viewpoints, pattern),
-                    position=np.clip(position, 0.0, 1.0).astype(np.float32),
+                    position=position,
                     gold_info={
                         "intervene": gold_intervene,
                         "target": None if gold_recipients is None else [people[i] for i in sorted(gold_recipients)],
@@ -311,7 +480,9 @@ class RescueEnv(gym.Env):
                 )
             )
         masks = SlotMasks.of(len(people), scenario, self.max_participants)
-        episode = Episode(
+        for array in (masks.present, masks.target_mask, masks.strategy_mask):
+            array.flags.writeable = False
+        return Episode(
             sample.sample_id,
             scenario,
             people,
@@ -324,14 +495,13 @@ class RescueEnv(gym.Env):
             scenario_index=SCENARIOS.index(scenario),
             everyone=frozenset(range(len(people))),
         )
-        self._episodes[sample.sample_id] = episode
-        return episode
 
     # ----- gymnasium API ----------------------------------------------------------------------------------
 
     def _observation(self) -> dict[str, Any]:
         episode, point = self._episode, self._point()
-        # Fresh arrays each step: a learner may keep or modify them.
+        # Fresh arrays each step: a learner may keep or modify them (Gymnasium's check_env asserts that no two
+        # observations share an object), copied from the read-only precomputed ones.
         return {
             "context": point.context,
             "scenario": episode.scenario_index,
@@ -387,9 +557,25 @@ class RescueEnv(gym.Env):
             action, len(episode.participants), self.max_participants, episode.valid_strategies, episode.everyone
         )
 
+    @property
+    def info_level(self) -> InfoLevel:
+        """``basic`` or ``full`` (settable: a rollout that records the details asks for them on an env it is
+        given)."""
+        return self._info_level
+
+    @info_level.setter
+    def info_level(self, value: InfoLevel) -> None:
+        self._info_level = check_info_level(value)
+        self._full_info = value == "full"
+
     def step(self, action: dict[str, Any]):
-        point = self._point()
-        intervene, recipients, strategy, invalid = self._decode(action)
+        episode, t = self._episode, self._step
+        if episode is None or t >= len(episode.points):
+            self._point()  # the error of calling step() before reset() or after the end
+        point = episode.points[t]
+        intervene, recipients, strategy, invalid = decode_action(
+            action, len(episode.participants), self.max_participants, episode.valid_strategies, episode.everyone
+        )
         parts = self._parts(point, intervene, recipients, strategy, expected=False)
         reward = total(parts, self.reward_config)
         self._rewards.append(reward)
@@ -400,31 +586,13 @@ class RescueEnv(gym.Env):
             sums["target"] += parts["target"]
         if parts["strategy"] is not None:
             sums["strategy"] += parts["strategy"]
-        episode = self._episode
-        people = episode.participants
-        info: dict[str, Any] = {
-            "sample_id": episode.sample_id,
-            "scenario": episode.scenario,
-            "row": point.row + 1,
-            "decision": self._step,
-            "components": parts,
-            "scored": {
-                "timing": True,
-                "target": parts["target"] is not None,
-                "strategy": parts["strategy"] is not None,
-                "group": True,
-            },
-            "gold": point.gold_info,
-            "chosen": {
-                "intervene": intervene,
-                "target": [people[i] for i in sorted(recipients)],
-                "strategy": ALL_STRATEGY_KEYS[strategy] if strategy >= 0 else None,
-            },
-            "state": point.state_info,
-            "invalid": invalid,
-        }
-        self._last = (point, info, reward)
-        self._step += 1
+        self._last = (point, t, intervene, recipients, strategy, invalid, parts, reward)
+        # A few flat scalars by default: a vector env merges every key of every sub-env's info at every step.
+        if self._full_info:
+            info = self._detailed_info(point, t, intervene, recipients, strategy, invalid, parts)
+        else:
+            info = {"decision": t, "row": point.row + 1, "n_invalid": len(invalid)}
+        self._step = t + 1
         terminated = self._step >= len(episode.points)
         if terminated:
             info["episode"] = {
@@ -440,6 +608,42 @@ class RescueEnv(gym.Env):
         if self.render_mode == "human":
             self.render()
         return observation, reward, terminated, False, info
+
+    def _detailed_info(
+        self,
+        point: DecisionPoint,
+        t: int,
+        intervene: bool,
+        recipients: frozenset[int],
+        strategy: int,
+        invalid: list[str],
+        parts: dict[str, float | None],
+    ) -> dict[str, Any]:
+        """``info_level="full"``: what was scored, the gold, the choice and the annotated state."""
+        episode = self._episode
+        people = episode.participants
+        return {
+            "sample_id": episode.sample_id,
+            "scenario": episode.scenario,
+            "row": point.row + 1,
+            "decision": t,
+            "components": parts,
+            "scored": {
+                "timing": True,
+                "target": parts["target"] is not None,
+                "strategy": parts["strategy"] is not None,
+                "group": True,
+            },
+            "gold": point.gold_info,
+            "chosen": {
+                "intervene": intervene,
+                "target": [people[i] for i in sorted(recipients)],
+                "strategy": ALL_STRATEGY_KEYS[strategy] if strategy >= 0 else None,
+            },
+            "state": point.state_info,
+            "invalid": invalid,
+            "n_invalid": len(invalid),
+        }
 
     def _group_component(
         self,
@@ -516,13 +720,14 @@ class RescueEnv(gym.Env):
             if self._episode is None:
                 return ""
             return f"{self._episode.sample_id} ({self._episode.scenario}), {len(self._episode.points)} decisions\n"
-        point, info, reward = self._last
+        point, t, intervene, recipients, strategy, invalid, parts, reward = self._last
+        info = RescueEnv._detailed_info(self, point, t, intervene, recipients, strategy, invalid, parts)
         tail = "\n".join(point.context.splitlines()[-3:])
-        parts = ", ".join(f"{k}={v:.2f}" for k, v in info["components"].items() if v is not None)
+        shown = ", ".join(f"{k}={v:.2f}" for k, v in info["components"].items() if v is not None)
         return (
             f"--- {info['sample_id']} decision {info['decision'] + 1} after row {info['row']}\n{tail}\n"
             f"gold:   {_describe(info['gold'])}\nchosen: {_describe(info['chosen'])}\n"
-            f"reward {reward:.3f} ({parts})\n"
+            f"reward {reward:.3f} ({shown})\n"
         )
 
 
@@ -559,31 +764,44 @@ def decode_action(
     ):
         keys = sorted(map(str, action)) if isinstance(action, Mapping) else type(action).__name__
         raise ValueError(f"action must be a dict with exactly intervene, target and strategy, got {keys}")
-    intervene = integer_value(action["intervene"])
-    if intervene not in (0, 1):
+    intervene = action["intervene"]
+    # The common types first (Python ints, numpy integer scalars as ``Dict.sample`` gives): this runs every step.
+    if type(intervene) is not int:
+        intervene = int(intervene) if isinstance(intervene, np.integer) else integer_value(intervene)
+    if intervene != 0 and intervene != 1:  # None (not an integer) too
         raise ValueError(f"action intervene={action['intervene']!r} is outside Discrete(2): give 0 or 1")
-    strategy = integer_value(action["strategy"])
+    strategy = action["strategy"]
+    if type(strategy) is not int:
+        strategy = int(strategy) if isinstance(strategy, np.integer) else integer_value(strategy)
     if strategy is None or not 0 <= strategy < len(ALL_STRATEGY_KEYS):
         raise ValueError(
             f"action strategy={action['strategy']!r} is outside Discrete({len(ALL_STRATEGY_KEYS)}): give an integer "
             f"index of ALL_STRATEGY_KEYS"
         )
     bits = action["target"]
-    bits = bits if isinstance(bits, np.ndarray) else np.asarray(bits)
-    flags = bits.tolist() if bits.ndim == 1 and bits.size == slots + 1 and bits.dtype.kind in "iub" else None
-    # A few Python comparisons: cheaper than numpy calls on seven bits, on the hot path of every step.
-    if flags is None or any(f != 0 and f != 1 for f in flags):
-        raise ValueError(
-            f"action target={action['target']!r} is outside MultiBinary({slots + 1}): give {slots + 1} bits of 0 or 1"
-        )
-    invalid = []
-    if any(flags[n:slots]):
-        invalid.append("target: absent participant slot")
-    recipients = everyone if flags[slots] else frozenset(i for i in range(n) if flags[i])
+    bits = bits if type(bits) is np.ndarray else np.asarray(bits)
+    flags = tuple(bits.tolist()) if bits.ndim == 1 and bits.size == slots + 1 and bits.dtype.kind in "iub" else None
+    decoded = None if flags is None else _TARGETS.get((n, flags))
+    if decoded is None:
+        # A few Python comparisons: cheaper than numpy calls on seven bits; then memoised per bit pattern.
+        if flags is None or not _BITS.issuperset(flags):
+            raise ValueError(
+                f"action target={action['target']!r} is outside MultiBinary({slots + 1}): give {slots + 1} bits of "
+                "0 or 1"
+            )
+        recipients = frozenset(range(n)) if flags[slots] else frozenset(i for i in range(n) if flags[i])
+        decoded = _TARGETS[(n, flags)] = (recipients, any(flags[n:slots]))
+    recipients, absent = decoded
+    invalid = ["target: absent participant slot"] if absent else []
     if strategy not in valid_strategies:
         invalid.append("strategy: outside the scenario's taxonomy")
         strategy = -1
-    return bool(intervene), recipients, strategy, invalid
+    return intervene == 1, recipients, strategy, invalid
+
+
+_BITS = frozenset((0, 1))
+_TARGETS: dict[tuple[int, tuple[int, ...]], tuple[frozenset[int], bool]] = {}
+"""Decoded target bits by (participants, bits): at most 2 ** (slots + 1) patterns per number of participants."""
 
 
 def check_reset_options(options: Any) -> dict[str, Any]:

@@ -13,28 +13,94 @@ from gymnasium import spaces
 from rescue_env.data import Dataset, Sample
 from rescue_env.dynamics.fitting import outcome_model_for
 from rescue_env.dynamics.outcome import (
+    DISTRESS_FEATURES,
+    PAIR_FEATURES,
+    STATE_NAMES,
     EpisodeStates,
     OutcomeModel,
+    PointState,
     candidate_supports,
     episode_states,
     support_action,
 )
 from rescue_env.dynamics.state import objective, tension
-from rescue_env.envs.replay import DecisionPoint, Episode, RescueEnv
+from rescue_env.envs.replay import EPISODES, DecisionPoint, Episode, InfoLevel, RescueEnv, sample_digest
 from rescue_env.rendering import Mode
-from rescue_env.reward import Preset, RewardConfig
+from rescue_env.reward import Preset, RewardConfig, jaccard
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 
 OUTCOMES = ("sample", "mean")
 
 
 @dataclass(frozen=True)
+class _Point:
+    """F at one decision point with the state folded in (F is linear): the state part of each participant's and
+    of each annotated pair's prediction, and the aged distress that the ``recipient_x_d`` feature reads."""
+
+    base_d: list[float]
+    base_pairs: list[float]  # per pair of ``pairs``
+    distress: list[float]
+    pairs: list[int]  # flat indices i * n + j of the pairs with a viewpoint (the others stay 0)
+
+
+@dataclass(frozen=True)
 class _Dynamics:
     """What v1 precomputes per conversation beside v0's episode: F's input states, the observed elapsed rows
-    and minutes, and the ``info["state"]`` of each decision point."""
+    and minutes, the ``info["state"]`` of each decision point and F's state part per point."""
 
     states: EpisodeStates
-    elapsed: np.ndarray
+    elapsed: tuple[np.ndarray, ...]  # read-only, one per decision point
     info: tuple[dict[str, Any], ...]
+    points: tuple[_Point, ...]
+
+
+class _ActionTerms:
+    """F's action part for one episode (n participants), per (recipients, strategy): what the support adds to
+    each participant's prediction (``add + per_distress * d_i``) and to each pair's (row-major n x n)."""
+
+    def __init__(self, model: OutcomeModel, n: int) -> None:
+        c = dict(zip(DISTRESS_FEATURES, model.distress.coef))
+        e = dict(zip(PAIR_FEATURES, model.viewpoint.coef))
+        self.n, self.c, self.e = n, c, e
+        self._cache: dict[tuple[frozenset[int], int], tuple[list[float], list[float], list[float]]] = {}
+
+    def get(self, recipients: frozenset[int], strategy: int) -> tuple[list[float], list[float], list[float]]:
+        key = (recipients, strategy)
+        terms = self._cache.get(key)
+        if terms is None:
+            terms = self._cache[key] = self._terms(recipients, strategy)
+        return terms
+
+    def _terms(self, recipients: frozenset[int], strategy: int) -> tuple[list[float], list[float], list[float]]:
+        # ``outcome.action_features`` for an intervention with recipients, as sums of coefficients.
+        n, c, e = self.n, self.c, self.e
+        size = len(recipients)
+        kind = "group" if size >= n else "alone" if size == 1 else "pair" if size == 2 else "subgroup"
+        key = ALL_STRATEGY_KEYS[strategy] if 0 <= strategy < len(ALL_STRATEGY_KEYS) else None
+        own = c[f"recipient_{kind}"] + (c[f"strategy={key}"] if key else 0.0)
+        supported = [i in recipients for i in range(n)]
+        add = [c["therapist_speaks"] + (own if s else c["other_supported"]) for s in supported]
+        per_distress = [c["recipient_x_d"] if s else 0.0 for s in supported]
+        source = e[f"source_{kind}"] + (e[f"source_strategy={key}"] if key else 0.0)
+        target = e[f"target_{kind}"]
+        pair = [
+            e["therapist_speaks"] + source * supported[i] + target * supported[j] for i in range(n) for j in range(n)
+        ]
+        return add, per_distress, pair
+
+
+def _fold(model: OutcomeModel, state: PointState) -> _Point:
+    """F's state part at ``state`` (its prediction under no intervention, unclipped)."""
+    n = state.distress.size
+    c_state = np.asarray(model.distress.coef[: len(STATE_NAMES)])
+    base_d = state.person @ c_state + model.distress.intercept
+    base_g = np.zeros((n, n))
+    if state.pair_index:
+        width = state.pairs.shape[1]
+        source, target = np.asarray(state.pair_index).T
+        base_g[source, target] = state.pairs @ np.asarray(model.viewpoint.coef[:width]) + model.viewpoint.intercept
+    pairs = [int(k) for k in np.flatnonzero(state.annotated_pairs.ravel())]
+    return _Point(base_d.tolist(), base_g.ravel()[pairs].tolist(), state.distress.tolist(), pairs)
 
 
 def _state_info(d: np.ndarray, g: np.ndarray, people) -> dict[str, Any]:
@@ -109,6 +175,11 @@ class RescueEnvV1(RescueEnv):
 
     ## Version History
 
+    * v1, ``info`` change (issue 14): a step's ``info`` is small and flat by default (``decision``, ``row``,
+      ``n_invalid``); the previous details (with ``predicted``) are asked for with ``info_level="full"``.
+      Observations, rewards and episode ends are unchanged (F's draws are the
+      same numbers of ``np_random``, drawn per episode), so learning results do not change and the version stays
+      v1 (Gymnasium's convention).
     * v1: group objective on F's predicted next state (valence-aware distress, ageing, relational U, no kappa);
       ``elapsed`` replaces ``position``, which leaked the conversation's length; ``combined`` = timing + group.
     * v0: initial version (kept unchanged for reproducibility).
@@ -129,13 +200,14 @@ class RescueEnvV1(RescueEnv):
         outcome: str = "sample",
         effect_scale: float = 1.0,
         render_mode: str | None = None,
+        info_level: InfoLevel = "basic",
     ) -> None:
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         if not np.isfinite(effect_scale):
             raise ValueError(f"effect_scale must be a finite number, got {effect_scale!r}")
         super().__init__(
-            data, reward, mode, context_size, max_chars, max_participants, sample_order, False, render_mode
+            data, reward, mode, context_size, max_chars, max_participants, sample_order, False, render_mode, info_level
         )
         if isinstance(dynamics, OutcomeModel):
             self.dynamics = dynamics
@@ -149,33 +221,74 @@ class RescueEnvV1(RescueEnv):
         spaces_["elapsed"] = spaces.Box(0.0, np.inf, shape=(2,), dtype=np.float32)
         self.observation_space = spaces.Dict(spaces_)
         self._states: dict[str, _Dynamics] = {}
+        self._terms: dict[int, _ActionTerms] = {}  # by number of participants
         self._predicted: tuple[np.ndarray, np.ndarray] | None = None
+        self._model_digest = self.dynamics.digest()
+        # F's noise, drawn for the rest of the episode at once: the same numbers, in the same order, as one draw
+        # of n then n x n standard normals per step (``_sync_noise`` puts the generator back where per-step
+        # draws would have left it when the episode is left early or ``np_random`` is read mid-episode).
+        self._noise: list[float] = []
+        self._noise_used = 0
+        self._noise_state: dict[str, Any] | None = None
 
     # ----- episodes -----------------------------------------------------------------------------------------
 
     def episode(self, sample: Sample) -> Episode:
         episode = super().episode(sample)
         if sample.sample_id not in self._states:
-            rows = [p.row for p in episode.points]
-            states = episode_states(sample, self.dynamics.state, episode.participants, rows)
-            elapsed = np.array([[row + 1, sample.rows[row].end_time / 60.0] for row in rows], dtype=np.float32)
-            info = tuple(
-                {**_state_info(s.distress, s.g, episode.participants), "pattern": p.pattern}
-                for s, p in zip(states.states, episode.points)
-            )
-            self._states[sample.sample_id] = _Dynamics(states, np.maximum(elapsed, 0.0), info)
+            key = (sample_digest(sample), self._episode_key(), RescueEnvV1.episode, self._model_digest)
+            dynamics = EPISODES.get(key)
+            if dynamics is None:
+                dynamics = EPISODES.put(key, self._compute_dynamics(sample, episode))
+            self._states[sample.sample_id] = dynamics
+            n = len(episode.participants)
+            if n not in self._terms:
+                self._terms[n] = _ActionTerms(self.dynamics, n)
         return episode
 
+    def _compute_dynamics(self, sample: Sample, episode: Episode) -> _Dynamics:
+        rows = [p.row for p in episode.points]
+        states = episode_states(sample, self.dynamics.state, episode.participants, rows)
+        elapsed = np.array([[row + 1, sample.rows[row].end_time / 60.0] for row in rows], dtype=np.float32)
+        elapsed = np.maximum(elapsed, 0.0)
+        elapsed.flags.writeable = False  # shared by the cache and by every observation of the point
+        info = tuple(
+            {**_state_info(s.distress, s.g, episode.participants), "pattern": p.pattern}
+            for s, p in zip(states.states, episode.points)
+        )
+        points = tuple(_fold(self.dynamics, state) for state in states.states)
+        return _Dynamics(states, tuple(elapsed), info, points)
+
     def _observation(self) -> dict[str, Any]:
-        observation = super()._observation()
-        del observation["position"]
-        observation["elapsed"] = self._states[self._episode.sample_id].elapsed[self._step].copy()
-        return observation
+        episode, point = self._episode, self._point()
+        # As v0's (fresh arrays), with ``elapsed`` (last) in place of ``position``.
+        return {
+            "context": point.context,
+            "scenario": episode.scenario_index,
+            "participants": episode.present.copy(),
+            "last_speaker": point.last_speaker,
+            "target_mask": episode.target_mask.copy(),
+            "strategy_mask": episode.strategy_mask.copy(),
+            "elapsed": self._states[episode.sample_id].elapsed[self._step].copy(),
+        }
 
     def _point_state(self):
         return self._states[self._episode.sample_id].states.states[self._step]
 
     # ----- reward -------------------------------------------------------------------------------------------
+
+    def _parts(
+        self, point: DecisionPoint, intervene: bool, recipients: frozenset[int], strategy: int, expected: bool
+    ) -> dict[str, float | None]:
+        # ``reward.components`` without v0's group objective, which v1 replaces (computing it would be wasted).
+        both = intervene and point.gold_intervene
+        gold_recipients, gold_strategy = point.gold_recipients, point.gold_strategy
+        return {
+            "timing": float(intervene == point.gold_intervene),
+            "target": jaccard(recipients, gold_recipients) if both and gold_recipients is not None else None,
+            "strategy": float(strategy == gold_strategy) if both and gold_strategy is not None else None,
+            "group": self._group_component(point, intervene, recipients, strategy, 0.0, expected),
+        }
 
     def _group_component(
         self,
@@ -188,9 +301,76 @@ class RescueEnvV1(RescueEnv):
     ) -> float:
         if expected:
             return self.expected_group(intervene, recipients, strategy)
-        d, g = self._next_state(intervene, recipients, strategy, draw=self.outcome == "sample")
-        self._predicted = (d, g)
-        return self._group_value(d, g, intervene)
+        return self._drawn_group(intervene, recipients, strategy)
+
+    def _drawn_group(self, intervene: bool, recipients: frozenset[int], strategy: int) -> float:
+        """The group component of a step: U - lambda max d - kappa z on F's next state (a draw, or F's mean with
+        ``outcome="mean"``). F is linear, so its prediction is the point's state part plus the action's terms
+        (``_Point``, ``_ActionTerms``); with a few participants, plain floats beat numpy calls on tiny arrays.
+        Equal to ``OutcomeModel.sample`` / ``mean`` on ``_point_state()`` to rounding (tested)."""
+        point = self._states[self._episode.sample_id].points[self._step]
+        n, pairs = len(point.base_d), point.pairs
+        d, g = point.base_d, point.base_pairs
+        if intervene and recipients:
+            add, per_distress, pair = self._terms[n].get(recipients, strategy)
+            scale = self.effect_scale
+            d = [b + scale * (a + p * x) for b, a, p, x in zip(d, add, per_distress, point.distress)]
+            g = [b + scale * pair[k] for b, k in zip(g, pairs)]
+        if self.outcome == "sample":
+            noise = self._draw_noise(n)
+            sd, sg = self.dynamics.distress.sigma, self.dynamics.viewpoint.sigma
+            d = [x + sd * z for x, z in zip(d, noise)]  # the first n normals; then G's n x n, row-major
+            g = [x + sg * noise[n + k] for x, k in zip(g, pairs)]
+        d = [0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in d]
+        g = [0.0 if x < 0.0 else 1.0 if x > 1.0 else x for x in g]
+        if self._full_info:
+            matrix = np.zeros(n * n)
+            matrix[pairs] = g
+            self._predicted = (np.array(d), matrix.reshape(n, n))
+        c = self.reward_config
+        wellbeing = sum([1.0 - x for x in d]) / n if n else 1.0
+        tension_ = sum(g) / (n * (n - 1)) if n >= 2 else 0.0
+        top = max(d) if n else 0.0
+        return wellbeing - self.dynamics.state.tension_weight * tension_ - c.lam * top - c.kappa * float(intervene)
+
+    def _draw_noise(self, n: int) -> list[float]:
+        """The next step's n + n x n standard normals of ``np_random`` (see ``__init__``)."""
+        width = n + n * n
+        used = self._noise_used
+        if used + width > len(self._noise):
+            self._sync_noise()
+            remaining = len(self._episode.points) - self._step
+            generator = self.np_random
+            self._noise_state = generator.bit_generator.state
+            self._noise = generator.standard_normal(remaining * width).tolist()
+            used = 0
+        self._noise_used = used + width
+        return self._noise[used : used + width]
+
+    def _sync_noise(self) -> None:
+        """Leave ``np_random`` where one draw per step would have: rewind to before the block and draw again only
+        what the steps so far used (nothing to do when the block was used up, as at an episode's end)."""
+        if self._noise_state is not None and self._noise_used < len(self._noise):
+            generator = self._np_random
+            generator.bit_generator.state = self._noise_state
+            generator.standard_normal(self._noise_used)
+        self._noise, self._noise_used, self._noise_state = [], 0, None
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """Gymnasium's ``np_random``, in the state that per-step draws of F's noise would leave it."""
+        self._sync_noise()
+        return super().np_random
+
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        self._noise, self._noise_used, self._noise_state = [], 0, None
+        RescueEnv.np_random.fset(self, value)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._sync_noise()
+        self._predicted = None
+        return super().reset(seed=seed, options=options)
 
     def expected_group(self, intervene: bool, recipients: frozenset[int], strategy: int) -> float:
         """The group component's expectation under F's mean for an action at the current step (privileged:
@@ -224,6 +404,9 @@ class RescueEnvV1(RescueEnv):
     # ----- info and privileged state ------------------------------------------------------------------------
 
     def step(self, action: dict[str, Any]):
+        if not self._full_info:
+            return super().step(action)
+        self._point()
         current = self._states[self._episode.sample_id].info[self._step]
         observation, reward, terminated, truncated, info = super().step(action)
         info["state"] = current

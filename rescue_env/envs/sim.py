@@ -3,7 +3,7 @@ chosen (the outcome model F of ``Rescue-v1``). See ``RescueSimEnv`` for the spec
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rescue_env.data import Dataset, Sample, load_dataset
+from rescue_env.data import Dataset, Sample
 from rescue_env.data.domain import decision_rows, latest_relation_pattern, participants, scenario_of
 from rescue_env.data.schema import SCENARIOS, Scenario
 from rescue_env.data.splits import SPLITS, SplitConfig, split_samples
@@ -20,17 +20,29 @@ from rescue_env.dynamics.fitting import outcome_model_for
 from rescue_env.dynamics.outcome import OutcomeModel, SupportAction, candidate_supports, recorded_action, support_action
 from rescue_env.dynamics.simulation import (
     EpisodeDynamics,
+    LiveState,
     SessionRates,
     SimState,
-    advance,
-    describe_state,
+    advance_live,
+    describe_levels,
     episode_dynamics,
     fit_session_rates,
-    perceive,
+    perceive_lists,
     start_state,
 )
-from rescue_env.dynamics.state import objective, snapshots, tension
-from rescue_env.envs.replay import SlotMasks, check_reset_options, check_slots, decode_action, support_action_space
+from rescue_env.dynamics.state import objective, objective_of_lists, snapshots, tension
+from rescue_env.envs.replay import (
+    EPISODES,
+    InfoLevel,
+    SlotMasks,
+    check_info_level,
+    check_reset_options,
+    check_slots,
+    decode_action,
+    sample_digest,
+    shared_dataset,
+    support_action_space,
+)
 from rescue_env.envs.replay_v1 import OUTCOMES
 from rescue_env.rendering import MODES, Mode, render_header, render_rows
 from rescue_env.reward import discounted_return
@@ -60,6 +72,8 @@ class SimEpisode:
     """F specialised to the episode and its refresh probabilities (``simulation.episode_dynamics``)."""
     names: tuple[str, ...]
     """The participants' names normalised to the observation's charset, for the ``text`` observation."""
+    scenario_index: int
+    """``SCENARIOS.index(scenario)``: the ``scenario`` observation."""
 
 
 class RescueSimEnv(gym.Env):
@@ -79,7 +93,7 @@ class RescueSimEnv(gym.Env):
 
     As ``Rescue-v1``: ``Dict`` of ``intervene`` ``Discrete(2)``, ``target`` ``MultiBinary(max_participants + 1)``
     (the last bit = everyone), ``strategy`` ``Discrete(11)`` over ``ALL_STRATEGY_KEYS``. Masked choices (absent
-    slots, strategies outside the scenario's taxonomy) are ignored and counted in ``info["invalid"]``; an
+    slots, strategies outside the scenario's taxonomy) are ignored and counted in ``info["n_invalid"]``; an
     intervention without recipients supports no one (F reads it as keeping listening), but the therapist's turn
     still takes a row.
 
@@ -130,7 +144,15 @@ class RescueSimEnv(gym.Env):
     ``SessionRates``; default: fitted on the side F is fitted on, the train side for a given model),
     ``effect_scale`` = 1, ``perception_noise`` = 0.1 (about one point on the 0-10 reading), ``opening`` = 8 rows,
     ``max_steps`` = None, ``lam``, ``kappa``, ``gamma``, ``calm_threshold``, ``mode``, ``max_chars`` = 4096,
-    ``max_participants`` = 6, ``render_mode`` (``"ansi"``, ``"human"``).
+    ``max_participants`` = 6, ``render_mode`` (``"ansi"``, ``"human"``), ``info_level`` (``"basic"``, ``"full"``).
+
+    ## Info
+
+    ``info_level="basic"`` (default): ``step`` (index) and ``n_invalid`` (masked choices ignored) per step, plus
+    ``calm_bonus`` when the episode ends calm and the final ``episode`` summary. ``"full"`` adds ``sample_id``,
+    ``scenario``, ``speaker`` (the client who speaks next), ``chosen``, ``state`` (the true distress per
+    participant and the tension) and ``invalid`` (what was ignored, in words). The attribute ``info_level`` can be
+    set on a built env.
 
     >>> import gymnasium as gym, rescue_env
     >>> env = gym.make("RescueSim-v0")                   # the demo data; F fitted on its train side
@@ -140,6 +162,10 @@ class RescueSimEnv(gym.Env):
 
     ## Version History
 
+    * v0, ``info`` change (issue 14): a step's ``info`` is small and flat by default (``step``, ``n_invalid``); the
+      previous details are asked for with ``info_level="full"``. Observations, rewards, dynamics and episode ends
+      are unchanged (the same given the seed), so learning results do not change and the version stays v0
+      (Gymnasium's convention).
     * v0: initial version.
     """
 
@@ -167,6 +193,7 @@ class RescueSimEnv(gym.Env):
         max_chars: int = 4096,
         max_participants: int = 6,
         render_mode: str | None = None,
+        info_level: InfoLevel = "basic",
     ) -> None:
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
@@ -188,7 +215,7 @@ class RescueSimEnv(gym.Env):
                 raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
         if opening < 1 or (max_steps is not None and max_steps < 1) or max_participants < 1:
             raise ValueError("opening, max_steps and max_participants must be >= 1")
-        self.dataset = data if isinstance(data, Dataset) else load_dataset(data)
+        self.dataset = data if isinstance(data, Dataset) else shared_dataset(data)
         self.starts, self.split_seed, self.test_fraction = starts, split_seed, test_fraction
         fit_side = "all" if str(dynamics) == "all" else "train"
         if isinstance(dynamics, OutcomeModel):
@@ -209,6 +236,7 @@ class RescueSimEnv(gym.Env):
         self.lam, self.kappa, self.gamma, self.calm_threshold = float(lam), float(kappa), float(gamma), calm_threshold
         self.mode, self.max_chars, self.max_participants = mode, max_chars, max_participants
         self.render_mode = render_mode
+        self.info_level = info_level
 
         side = split_samples(
             self.dataset.samples, SplitConfig(split=starts, seed=split_seed, test_fraction=test_fraction)
@@ -240,8 +268,12 @@ class RescueSimEnv(gym.Env):
             }
         )
         self._episodes: dict[str, SimEpisode] = {}
+        self._settings_key: tuple | None = None
         self._episode: SimEpisode | None = None
-        self._state: SimState | None = None
+        # The state as lists, moved in place by a step (``advance_live``); ``_state`` builds the SimState.
+        self._live: LiveState | None = None
+        self._sim_state: SimState | None = None
+        self._supports: dict[tuple[bool, frozenset[int], int], SupportAction] = {}
         self._step = 0
         self._interventions = 0
         self._done = False
@@ -255,10 +287,22 @@ class RescueSimEnv(gym.Env):
         return rows[0] if rows else None
 
     def episode(self, sample: Sample) -> SimEpisode:
-        """The precomputed start of ``sample`` (cached)."""
+        """The precomputed start of ``sample`` (cached per process, keyed by the sample's content, the settings, F
+        and the rates: the sub-envs of a vector env precompute each start once between them)."""
         cached = self._episodes.get(sample.sample_id)
         if cached is not None:
             return cached
+        if self._settings_key is None:
+            settings = (self.opening, self.mode, self.max_chars, self.max_participants)
+            self._settings_key = (RescueSimEnv.episode, settings, self.dynamics.digest(), self.rates.model_dump_json())
+        key = (sample_digest(sample), self._settings_key)
+        episode = EPISODES.get(key)
+        if episode is None:
+            episode = EPISODES.put(key, self._compute_episode(sample))
+        self._episodes[sample.sample_id] = episode
+        return episode
+
+    def _compute_episode(self, sample: Sample) -> SimEpisode:
         scenario = scenario_of(sample)
         people = tuple(participants(sample))
         first = self._opening_end(sample)
@@ -298,9 +342,22 @@ class RescueSimEnv(gym.Env):
             everyone=frozenset(range(len(people))),
             dynamics=episode_dynamics(self.dynamics, self.rates, start),
             names=tuple(normalise_text(name) for name in people),
+            scenario_index=SCENARIOS.index(scenario),
         )
-        self._episodes[sample.sample_id] = episode
+        for array in (start.distress_raw, start.emotion_row, start.g_raw, start.viewpoint_row, start.weights):
+            array.flags.writeable = False  # shared between envs: a step builds new arrays, never writes these
         return episode
+
+    @property
+    def info_level(self) -> InfoLevel:
+        """``basic`` or ``full`` (settable: a rollout that records the details asks for them on an env it is
+        given)."""
+        return self._info_level
+
+    @info_level.setter
+    def info_level(self, value: InfoLevel) -> None:
+        self._info_level = check_info_level(value)
+        self._full_info = value == "full"
 
     @property
     def limit(self) -> int:
@@ -325,7 +382,8 @@ class RescueSimEnv(gym.Env):
         else:
             sample = self.samples[int(self.np_random.integers(len(self.samples)))]
         self._episode = self.episode(sample)
-        self._state = self._episode.start
+        self._live = LiveState.of(self._episode.start)
+        self._sim_state = self._episode.start
         self._step = self._interventions = 0
         self._done = False
         self._rewards = []
@@ -338,17 +396,27 @@ class RescueSimEnv(gym.Env):
         }
         return self._observation(), info
 
+    @property
+    def _state(self) -> SimState | None:
+        """The simulated state as a ``SimState`` (built from the lists when asked: privileged accessors only)."""
+        if self._sim_state is None and self._live is not None:
+            self._sim_state = self._live.state(self._require().start)
+        return self._sim_state
+
     def _observation(self) -> dict[str, Any]:
-        episode, state, slots = self._require(), self._state, self.max_participants
-        d, g = state.values()
-        seen_d, seen_g = perceive(d, g, self.perception_noise, self.np_random)
-        n = state.n
-        distress = np.zeros(slots, dtype=np.float32)
-        distress[:n] = seen_d
-        stance = np.zeros((slots, slots), dtype=np.float32)
-        stance[:n, :n] = seen_g
+        episode, live, slots = self._require(), self._live, self.max_participants
+        # The latest values, not aged (SimState.values), read with noise as ``perceive`` does, on lists.
+        seen_d, seen_g = perceive_lists(live.distress_raw, live.g_raw, self.perception_noise, self.np_random)
+        pad = [0.0] * (slots - len(seen_d))
+        distress = np.array(seen_d + pad, dtype=np.float32)
+        flat: list[float] = []
+        for line in seen_g:
+            flat += line
+            flat += pad
+        flat += [0.0] * (slots * len(pad))
+        stance = np.array(flat, dtype=np.float32).reshape(slots, slots)  # one flat list: faster than nested ones
         # Normalised names and ASCII words: the text is in the charset without normalising it at every step.
-        text = describe_state(episode.names, seen_d, seen_g)[:TEXT_CHARS]
+        text = describe_levels(episode.names, seen_d, seen_g)[:TEXT_CHARS]
         self._last_text = text
         return {
             "context": episode.context,
@@ -356,9 +424,9 @@ class RescueSimEnv(gym.Env):
             "distress": distress,
             "stance": stance,
             "elapsed": np.array([self._step, self._interventions], dtype=np.float32),
-            "scenario": SCENARIOS.index(episode.scenario),
+            "scenario": episode.scenario_index,
             "participants": episode.present.copy(),
-            "last_speaker": slots + 2 if state.last_speaker is None else state.last_speaker,
+            "last_speaker": slots + 2 if live.last_speaker is None else live.last_speaker,
             "target_mask": episode.target_mask.copy(),
             "strategy_mask": episode.strategy_mask.copy(),
         }
@@ -376,29 +444,32 @@ class RescueSimEnv(gym.Env):
 
     def step(self, action: dict[str, Any]):
         episode = self._require()
-        if self._done or self._state is None:
+        live = self._live
+        if self._done or live is None:
             raise RuntimeError("the episode has ended; call reset()")
         intervene, recipients, strategy, invalid = self._decode(action)
-        support = support_action(intervene, recipients, strategy)
-        # The therapist's turn takes a row even when it supports no one (an empty target).
-        moved = advance(
-            self._state,
+        key = (intervene, recipients, strategy)
+        support = self._supports.get(key)
+        if support is None:  # memoised: a few hundred decoded actions at most
+            support = self._supports[key] = support_action(intervene, recipients, strategy)
+        # ``advance`` on lists, in place (the same draws and arithmetic, so the same state).
+        advance_live(
+            live,
             support,
-            self.dynamics,
-            self.rates,
+            episode.dynamics,
+            self.rates.reply_recipient,
             self.np_random,
             self.effect_scale,
             draw=self.outcome == "sample",
-            dynamics=episode.dynamics,
         )
         if intervene and not support.intervene:
-            moved = _with_row(moved, moved.row + 1)
-        self._state = moved
+            live.row += 1  # the therapist's turn takes a row even when it supports no one (an empty target)
+        self._sim_state = None
         self._step += 1
         self._interventions += int(intervene)
-        d, g = moved.values()
-        reward = self._reward(d, g, intervene)
-        terminated = bool(d.max() < self.calm_threshold) if d.size else True
+        d, g = live.distress_raw, live.g_raw  # the latest values, not aged (SimState.values)
+        reward = objective_of_lists(d, g, self.dynamics.state.tension_weight, self.lam) - self.kappa * float(intervene)
+        terminated = bool(max(d) < self.calm_threshold) if d else True
         truncated = not terminated and self._step >= self.limit
         bonus = 0.0
         if terminated:
@@ -407,23 +478,28 @@ class RescueSimEnv(gym.Env):
         reward += bonus
         self._rewards.append(reward)
         self._done = terminated or truncated
-        people = episode.participants
-        info: dict[str, Any] = {
-            "sample_id": episode.sample_id,
-            "scenario": episode.scenario,
-            "step": self._step - 1,
-            "speaker": people[moved.last_speaker] if moved.last_speaker is not None else None,
-            "chosen": {
-                "intervene": intervene,
-                "target": [people[i] for i in sorted(recipients)],
-                "strategy": ALL_STRATEGY_KEYS[strategy] if strategy >= 0 else None,
-            },
-            "state": {
-                "distress": {p: round(v, 6) for p, v in zip(people, d.tolist())},
-                "tension": round(tension(g), 6),
-            },
-            "invalid": invalid,
-        }
+        if self._full_info:
+            people = episode.participants
+            info: dict[str, Any] = {
+                "sample_id": episode.sample_id,
+                "scenario": episode.scenario,
+                "step": self._step - 1,
+                "speaker": people[live.last_speaker] if live.last_speaker is not None else None,
+                "chosen": {
+                    "intervene": intervene,
+                    "target": [people[i] for i in sorted(recipients)],
+                    "strategy": ALL_STRATEGY_KEYS[strategy] if strategy >= 0 else None,
+                },
+                "state": {
+                    "distress": {p: round(v, 6) for p, v in zip(people, d)},
+                    "tension": round(tension(np.array(g, dtype=np.float64).reshape(len(d), len(d))), 6),
+                },
+                "invalid": invalid,
+                "n_invalid": len(invalid),
+            }
+        else:
+            # A few flat scalars by default: a vector env merges every key of every sub-env's info at every step.
+            info = {"step": self._step - 1, "n_invalid": len(invalid)}
         if terminated:
             info["calm_bonus"] = bonus
         if terminated or truncated:
@@ -431,7 +507,7 @@ class RescueSimEnv(gym.Env):
                 "return": float(sum(self._rewards)),
                 "discounted_return": discounted_return(self._rewards, self.gamma),
                 "length": self._step,
-                "final_max_distress": float(d.max()) if d.size else 0.0,
+                "final_max_distress": float(max(d)) if d else 0.0,
                 "intervention_rate": self._interventions / self._step,
                 "calm": terminated,
             }
@@ -509,10 +585,6 @@ class RescueSimEnv(gym.Env):
 
 TEXT_CHARS = 2048
 """Longest ``text`` observation (six participants with every stance said fit in about 600 characters)."""
-
-
-def _with_row(state: SimState, row: int) -> SimState:
-    return replace(state, row=row)
 
 
 __all__ = ["RescueSimEnv", "SimEpisode"]

@@ -243,6 +243,8 @@ class RescueSimMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         # The inner env renders text only on request, so that "human" prints once per step, here.
+        # The view reads the step's details (speaker, chosen, state) and passes them on as the therapist's info.
+        kwargs.setdefault("info_level", "full")
         self.sim = RescueSimEnv(render_mode=None if render_mode is None else "ansi", **kwargs)
         policy = ReplaySimParticipant(self.sim) if participant_policy is None else participant_policy
         if not isinstance(policy, SimParticipant):

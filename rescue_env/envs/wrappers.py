@@ -20,6 +20,7 @@ from gymnasium import spaces
 
 from rescue_env.data.domain import SpeakerClass, speaker_class
 from rescue_env.embeddings import EMBEDDING_DIM, MiniLM, check_embeddings_available
+from rescue_env.envs.replay import SharedCache
 from rescue_env.rendering import ParsedRow, header_slots, split_context
 
 _TOKEN = re.compile(r"[a-z0-9']+")
@@ -92,7 +93,8 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     - with ``embeddings=True``: the MiniLM sentence embedding (384, in [-1, 1]) of the last row's words.
 
     A replayed conversation shows the same observations every episode, so the vector is cached (LRU, ``cache_size``
-    entries) per observation without its ``position``, which is written in at every step; the context features
+    entries) per observation, time values included (``time_in_key``; the sim writes its clock in at every step),
+    and shared by the wrappers of a process per observation without its time values; the context features
     have their own cache keyed by the context text, and so do row blocks, since consecutive contexts share all
     rows but one. The caches hold only functions of observed values, so they never change what a policy sees.
     """
@@ -163,6 +165,12 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         self._embeddings: LRUCache[str, np.ndarray] = LRUCache(cache_size)
         self._points: LRUCache[tuple, np.ndarray] = LRUCache(cache_size)
         self._position = self.feature_slices[self.time_key].start
+        self._log_time = self.time_key == "elapsed"
+        self._has_extra = type(self).extra_features is not FlatObservation.extra_features  # skip the hook's call
+        # What a point's vector depends on besides its key: wrappers with the same settings (the sub-envs of a
+        # vector env) share the vectors they computed (``_SHARED_POINTS``); each keeps its own LRU and counts.
+        sizes_ = (start, self.n_slots, self.n_speakers, self.n_scenarios, self.n_strategies, self.time_key)
+        self._settings = (type(self), hash_dim, float(last_row_weight), turn_window, embeddings, sizes_)
 
     @property
     def feature_names(self) -> list[str]:
@@ -255,31 +263,61 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         return features
 
     def observation(self, observation: dict[str, Any]) -> np.ndarray:
-        # Everything but ``position`` is the same at every visit of a decision point: cache the vector per
-        # observation and only write the position in. The masks and slots follow from the context's header, the
-        # scenario and the number of participants, so those make the key.
-        key = (
+        # Everything is the same at every visit of a decision point: cache the vector per observation, so that a
+        # step is a look-up and a copy. The masks and slots follow from the context's header, the scenario and the
+        # participants, so those make the key, with the time values (a replay shows each decision point at one
+        # time) unless ``time_in_key`` is off (the sim's clock differs at every step: it is written in per step).
+        time = observation[self.time_key]
+        times = time.tolist() if type(time) is np.ndarray and time.ndim == 1 else np.ravel(time).tolist()
+        participants = observation["participants"]
+        if type(participants) is not np.ndarray:
+            participants = np.asarray(participants)
+        point = (
             observation["context"],
             int(observation["last_speaker"]),
             int(observation["scenario"]),
-            int(np.count_nonzero(observation["participants"])),
+            participants.tobytes(),
         )
-        features = self._points.get_or_compute(key, self._compute_point, observation).copy()
-        if self.time_key == "elapsed":
-            (_, first_cap), (_, second_cap) = self.elapsed_scales
-            first, second = (float(x) for x in observation["elapsed"])
-            row, decision = _log_scale(first, first_cap), _log_scale(second, second_cap)
+        key = (*point, *times) if self.time_in_key else point
+        # ``LRUCache.get_or_compute`` inlined: this runs at every step.
+        points = self._points
+        features = points._data.get(key)
+        if features is None:
+            features = points.get_or_compute(key, self._keyed_point, point, times, observation)
         else:
-            position = observation["position"]
-            row, decision = float(position[0]), float(position[1])
-        start = self._position
-        # Clipped into the Box whatever the input (the env already clips; NaN would become 0).
-        features[start] = min(1.0, max(0.0, row)) if row == row else 0.0
-        features[start + 1] = min(1.0, max(0.0, decision)) if decision == decision else 0.0
+            points.hits += 1
+            points._data.move_to_end(key)
+        features = features.copy() if self.time_in_key else self._with_time(features, times)
+        if not self._has_extra:
+            return features
         extra = self.extra_features(observation)
         return features if extra is None else np.concatenate([features, extra])
 
+    def _keyed_point(self, key: tuple, point: tuple, times: list[float], observation: dict[str, Any]) -> np.ndarray:
+        features = self._shared_point(point, observation)
+        if not self.time_in_key:
+            return features
+        features = self._with_time(features, times)
+        features.flags.writeable = False
+        return features
+
+    def _with_time(self, features: np.ndarray, times: list[float]) -> np.ndarray:
+        """A copy of ``features`` with the two time values written in (scaled for ``elapsed``)."""
+        features = features.copy()
+        first, second = times
+        if self._log_time:
+            (_, first_cap), (_, second_cap) = self.elapsed_scales
+            first, second = _log_scaled(first, first_cap), _log_scaled(second, second_cap)
+        start = self._position
+        # Clipped into the Box whatever the input (the env already clips; NaN would become 0).
+        features[start] = min(1.0, max(0.0, first)) if first == first else 0.0
+        features[start + 1] = min(1.0, max(0.0, second)) if second == second else 0.0
+        return features
+
     # ----- hooks for envs whose observation has more than Rescue-v0's fields --------------------------------
+
+    time_in_key = True
+    """Cache whole vectors per (point, time values); False: per point, the time written in at every step."""
 
     elapsed_scales: tuple[tuple[str, float], tuple[str, float]] = (("rows", 1000.0), ("minutes", 120.0))
     """Names and caps of the two ``elapsed`` values (log1p(value) / log1p(cap), clipped to 1)."""
@@ -292,7 +330,14 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         """The values of ``extra_sizes``' blocks for ``observation`` (None: there are none)."""
         return None
 
-    def _compute_point(self, key: tuple[str, int, int, int], observation: dict[str, Any]) -> np.ndarray:
+    def _shared_point(self, key: tuple[str, int, int, bytes], observation: dict[str, Any]) -> np.ndarray:
+        shared_key = (self._settings, key)
+        features = _SHARED_POINTS.get(shared_key)
+        if features is None:
+            features = _SHARED_POINTS.put(shared_key, self._compute_point(key, observation))
+        return features
+
+    def _compute_point(self, key: tuple[str, int, int, bytes], observation: dict[str, Any]) -> np.ndarray:
         context_text, last_speaker, scenario, _ = key
         context = self.context_features(context_text)
         bow_turns = self.feature_slices["last_speaker"].start
@@ -312,6 +357,24 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         features = np.clip(features, self._low[:size], self._high[:size]).astype(np.float32)
         features.flags.writeable = False
         return features
+
+
+_SHARED_POINTS = SharedCache(maxsize=65536)
+"""Read-only point vectors by (wrapper settings, point key), shared by the wrappers of a process."""
+
+
+def _log_scaled(value: float, cap: float) -> float:
+    """``_log_scale``, remembered per value (elapsed rows and minutes recur at every visit of a decision point)."""
+    key = (value, cap)
+    scaled = _LOG_SCALED.get(key)
+    if scaled is None:
+        scaled = _log_scale(value, cap)
+        if len(_LOG_SCALED) < 65536:
+            _LOG_SCALED[key] = scaled
+    return scaled
+
+
+_LOG_SCALED: dict[tuple[float, float], float] = {}
 
 
 def _log_scale(value: float, cap: float) -> float:
@@ -335,24 +398,34 @@ class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
         self.n_strategies = int(source["strategy"].n)
         self.action_space = spaces.MultiDiscrete([2] + [2] * self.n_target + [self.n_strategies])
         self.nvec = self.action_space.nvec.tolist()
+        # Decoded actions by value: at most 2 ** (n_target + 1) * n_strategies of them.
+        self._decoded: dict[tuple[np.dtype, bytes], tuple[int, np.ndarray, int]] = {}
+        self._shape = self.action_space.shape
 
     def action(self, action: Any) -> dict[str, Any]:
         # Checked, never cast: int64 of 0.5 is 0 and of a 5 in a binary slot a "yes", both outside the space.
-        raw = np.asarray(action)
-        if raw.dtype.kind not in "iub":
+        raw = action if type(action) is np.ndarray else np.asarray(action)
+        dtype = raw.dtype
+        if dtype.kind not in "iub":
             raise ValueError(f"action must be integers of {self.action_space}, got {action!r}")
-        flat = raw.astype(np.int64).ravel()
-        if raw.shape != self.action_space.shape:
+        if raw.shape != self._shape:
             raise ValueError(f"expected an action of shape {self.action_space.shape}, got {np.shape(action)}")
-        outside = np.flatnonzero((flat < 0) | (flat >= self.action_space.nvec))
-        if outside.size:
-            i = int(outside[0])
-            raise ValueError(f"action[{i}]={flat[i]} is outside {self.action_space} (0 <= value < {self.nvec[i]})")
-        return {
-            "intervene": int(flat[0]),
-            "target": flat[1 : 1 + self.n_target].astype(np.int8),
-            "strategy": int(flat[-1]),
-        }
+        # Keyed by the raw bytes and their type (cheaper than a tuple of Python ints; the shape is checked above).
+        key = (dtype, raw.tobytes())
+        decoded = self._decoded.get(key)
+        if decoded is None:
+            decoded = self._decoded[key] = self._decode(tuple(raw.tolist()))
+        intervene, target, strategy = decoded
+        # A fresh dict each step; the target bits are shared but read-only (the env only reads them).
+        return {"intervene": intervene, "target": target, "strategy": strategy}
+
+    def _decode(self, flat: tuple[int, ...]) -> tuple[int, np.ndarray, int]:
+        for i, (value, bound) in enumerate(zip(flat, self.nvec)):
+            if not 0 <= value < bound:
+                raise ValueError(f"action[{i}]={value} is outside {self.action_space} (0 <= value < {bound})")
+        target = np.array(flat[1 : 1 + self.n_target], dtype=np.int8)
+        target.flags.writeable = False
+        return int(flat[0]), target, int(flat[-1])
 
     def action_masks(self) -> np.ndarray:
         """Valid choices per sub-action, concatenated (the format of sb3-contrib's ``MaskablePPO`` for
@@ -368,6 +441,7 @@ class SimFlatObservation(FlatObservation):
     squared, row-major: i's view of j at i * max_participants + j), both already in [0, 1]."""
 
     elapsed_scales = (("steps", 200.0), ("interventions", 200.0))
+    time_in_key = False  # the clock and the perceived state change at every step of the sim
 
     def extra_sizes(self) -> dict[str, int]:
         return {"distress": self.n_slots, "stance": self.n_slots * self.n_slots}

@@ -21,6 +21,7 @@ Rules, in order:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 NEGATIVE_PHRASES = (
     "let down",
@@ -590,6 +591,17 @@ NEGATORS = frozenset(
 )  # "longer" covers "no longer" (its "no" is a negator already; "longer" keeps the scope past one word)
 _WINDOW = 3
 _TOKEN = re.compile(r"[a-z]+(?:['-][a-z]+)*")
+_CACHE_SIZE = 1 << 16
+# Stems as sets: the longest stem a token starts with is its longest prefix in the set, one hash look-up per
+# prefix length instead of a ``startswith`` scan of ~500 stems (rule 4 needs the longest, not just any).
+_NEGATIVE_SET, _POSITIVE_SET, _NEUTRAL_SET = (
+    frozenset(NEGATIVE_STEMS),
+    frozenset(POSITIVE_STEMS),
+    frozenset(NEUTRAL_STEMS),
+)
+_MAX_STEM = max(map(len, (*NEGATIVE_STEMS, *POSITIVE_STEMS, *NEUTRAL_STEMS)))
+_PHRASES = tuple((phrase, -1) for phrase in NEGATIVE_PHRASES) + tuple((phrase, 1) for phrase in POSITIVE_PHRASES)
+_ANY_PHRASE = re.compile("|".join(re.escape(phrase) for phrase, _ in _PHRASES))
 
 
 def _tokens(text: str) -> list[str]:
@@ -600,37 +612,47 @@ def _negated(tokens: list[str], index: int) -> bool:
     return any(t in NEGATORS or t.endswith("n't") for t in tokens[max(0, index - _WINDOW) : index])
 
 
-def _longest(token: str, stems: tuple[str, ...]) -> int:
-    if not token.startswith(stems):  # one C-level test first: most tokens match no stem
-        return 0
-    return max(len(stem) for stem in stems if token.startswith(stem))
+@lru_cache(maxsize=_CACHE_SIZE)
+def token_polarity(token: str) -> int:
+    """-1 / +1 when ``token`` matches a negative / positive stem before negation (rules 1 and 4), else 0 (no
+    stem, a neutral stem, or equal longest stems in both lists). Cached: descriptions reuse a small vocabulary."""
+    longest_negative = longest_positive = 0
+    for end in range(1, min(len(token), _MAX_STEM) + 1):
+        prefix = token[:end]
+        if prefix in _NEUTRAL_SET:
+            return 0
+        if prefix in _NEGATIVE_SET:
+            longest_negative = end
+        if prefix in _POSITIVE_SET:
+            longest_positive = end
+    if longest_negative == longest_positive:
+        return 0  # no entry (or, never by construction, equal stems in both lists)
+    return -1 if longest_negative > longest_positive else 1
 
 
+@lru_cache(maxsize=_CACHE_SIZE)
 def polarity_counts(text: str) -> tuple[int, int]:
-    """(negative, positive) matches of ``text`` after phrase matching and negation (rules 1-3)."""
+    """(negative, positive) matches of ``text`` after phrase matching and negation (rules 1-3); cached per text
+    (the release repeats descriptions, and every env of a process scores the same ones)."""
     lowered = " ".join(_tokens(text)).replace("kind of", " ").replace("sort of", " ")
     negative = positive = 0
-    for phrases, sign in ((NEGATIVE_PHRASES, -1), (POSITIVE_PHRASES, 1)):
-        for phrase in phrases:
-            start = lowered.find(phrase)
-            while start >= 0:
-                before = lowered[:start].split()
-                flipped = _negated(before + ["_"], len(before))
-                if (sign < 0) != flipped:
-                    negative += 1
-                else:
-                    positive += 1
-                lowered = lowered[:start] + " " * len(phrase) + lowered[start + len(phrase) :]
-                start = lowered.find(phrase)
+    for phrase, sign in _PHRASES if _ANY_PHRASE.search(lowered) else ():  # most texts hold no phrase at all
+        start = lowered.find(phrase)
+        while start >= 0:
+            before = lowered[:start].split()
+            flipped = _negated(before + ["_"], len(before))
+            if (sign < 0) != flipped:
+                negative += 1
+            else:
+                positive += 1
+            lowered = lowered[:start] + " " * len(phrase) + lowered[start + len(phrase) :]
+            start = lowered.find(phrase, start)
     tokens = lowered.split()
     for index, token in enumerate(tokens):
-        if token.startswith(NEUTRAL_STEMS):
+        polarity = token_polarity(token)
+        if polarity == 0:
             continue
-        longest_negative, longest_positive = _longest(token, NEGATIVE_STEMS), _longest(token, POSITIVE_STEMS)
-        if longest_negative == longest_positive:
-            continue  # no entry (or, never by construction, equal stems in both lists)
-        is_negative = longest_negative > longest_positive
-        if is_negative != _negated(tokens, index):
+        if (polarity < 0) != _negated(tokens, index):
             negative += 1
         else:
             positive += 1
