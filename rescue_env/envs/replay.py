@@ -255,7 +255,25 @@ def rendered_window(sample: Sample, positions: range, mode: Mode, texts: dict[in
     return "\n".join(parts)
 
 
-class RescueEnv(gym.Env):
+class InfoLevelSetting:
+    """The ``info_level`` attribute of the replays and the sim: settable on a built env (a rollout that records the
+    details asks for them on an env it is given)."""
+
+    _info_level: InfoLevel
+    _full_info: bool
+
+    @property
+    def info_level(self) -> InfoLevel:
+        """``basic`` or ``full``."""
+        return self._info_level
+
+    @info_level.setter
+    def info_level(self, value: InfoLevel) -> None:
+        self._info_level = check_info_level(value)
+        self._full_info = value == "full"
+
+
+class RescueEnv(InfoLevelSetting, gym.Env):
     """
     ## Description
 
@@ -556,17 +574,6 @@ class RescueEnv(gym.Env):
         return decode_action(
             action, len(episode.participants), self.max_participants, episode.valid_strategies, episode.everyone
         )
-
-    @property
-    def info_level(self) -> InfoLevel:
-        """``basic`` or ``full`` (settable: a rollout that records the details asks for them on an env it is
-        given)."""
-        return self._info_level
-
-    @info_level.setter
-    def info_level(self, value: InfoLevel) -> None:
-        self._info_level = check_info_level(value)
-        self._full_info = value == "full"
 
     def step(self, action: dict[str, Any]):
         episode, t = self._episode, self._step

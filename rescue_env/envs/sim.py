@@ -34,8 +34,8 @@ from rescue_env.dynamics.state import objective, objective_of_lists, snapshots, 
 from rescue_env.envs.replay import (
     EPISODES,
     InfoLevel,
+    InfoLevelSetting,
     SlotMasks,
-    check_info_level,
     check_reset_options,
     check_slots,
     decode_action,
@@ -76,7 +76,7 @@ class SimEpisode:
     """``SCENARIOS.index(scenario)``: the ``scenario`` observation."""
 
 
-class RescueSimEnv(gym.Env):
+class RescueSimEnv(InfoLevelSetting, gym.Env):
     r"""
     ## Description
 
@@ -347,17 +347,6 @@ class RescueSimEnv(gym.Env):
         for array in (start.distress_raw, start.emotion_row, start.g_raw, start.viewpoint_row, start.weights):
             array.flags.writeable = False  # shared between envs: a step builds new arrays, never writes these
         return episode
-
-    @property
-    def info_level(self) -> InfoLevel:
-        """``basic`` or ``full`` (settable: a rollout that records the details asks for them on an env it is
-        given)."""
-        return self._info_level
-
-    @info_level.setter
-    def info_level(self, value: InfoLevel) -> None:
-        self._info_level = check_info_level(value)
-        self._full_info = value == "full"
 
     @property
     def limit(self) -> int:
