@@ -406,25 +406,11 @@ def test_episode_kernel_equals_the_reference_outcome_model(model):
     # F specialised to an episode (rescue_env.dynamics.kernel) against OutcomeModel on the full features, on random
     # states and actions: the same means, and the same draws from the same generator.
     from rescue_env.dynamics.kernel import EpisodeKernel
-    from rescue_env.dynamics.simulation import SimState
 
     rng = np.random.default_rng(0)
     for trial in range(300):
-        n, row = int(rng.integers(1, 7)), int(rng.integers(0, 60))
-        emotion_row = np.where(rng.random(n) < 0.3, -1, rng.integers(0, row + 1, n))
-        viewpoint_row = np.where(rng.random((n, n)) < 0.5, -1, rng.integers(0, row + 1, (n, n)))
-        np.fill_diagonal(viewpoint_row, -1)
-        state = SimState(
-            np.where(emotion_row >= 0, rng.random(n), 0.0),
-            emotion_row,
-            np.where(viewpoint_row >= 0, rng.random((n, n)), 0.0),
-            viewpoint_row,
-            row,
-            int(rng.integers(0, n)) if rng.random() < 0.8 else None,
-            bool(trial % 2),
-            (None, "attack_attack", "boundary_hierarchy_strain")[trial % 3],
-            np.ones(n),
-        )
+        state = _random_state(rng, trial, unset_viewpoints=0.5, equal_weights=True)
+        n = len(state.distress_raw)
         recipients = frozenset(i for i in range(n) if rng.random() < 0.5) or frozenset({0})
         strategy = ALL_STRATEGY_KEYS[int(rng.integers(0, 11))] if rng.random() < 0.9 else None
         action = NO_INTERVENTION if rng.random() < 0.3 else SupportAction(True, recipients, strategy)
@@ -567,12 +553,13 @@ def test_starts_are_precomputed_once_per_process(demo, model):
 # ----- the step on lists (issue 14): the same numbers as the numpy step it replaced ------------------------------
 
 
-def _random_state(rng: np.random.Generator, trial: int):
+def _random_state(rng: np.random.Generator, trial: int, unset_viewpoints: float = 0.4, equal_weights: bool = False):
+    """A random sim state of 1-6 participants; ``equal_weights``: every speaking weight 1 (nothing drawn)."""
     from rescue_env.dynamics.simulation import SimState
 
     n, row = int(rng.integers(1, 7)), int(rng.integers(0, 60))
     emotion_row = np.where(rng.random(n) < 0.3, -1, rng.integers(0, row + 1, n))
-    viewpoint_row = np.where(rng.random((n, n)) < 0.4, -1, rng.integers(0, row + 1, (n, n)))
+    viewpoint_row = np.where(rng.random((n, n)) < unset_viewpoints, -1, rng.integers(0, row + 1, (n, n)))
     np.fill_diagonal(viewpoint_row, -1)
     return SimState(
         np.where(emotion_row >= 0, rng.random(n), 0.0),
@@ -583,7 +570,7 @@ def _random_state(rng: np.random.Generator, trial: int):
         int(rng.integers(0, n)) if rng.random() < 0.8 else None,
         bool(trial % 2),
         (None, "attack_attack", "boundary_hierarchy_strain")[trial % 3],
-        rng.integers(1, 9, n).astype(float),
+        np.ones(n) if equal_weights else rng.integers(1, 9, n).astype(float),
     )
 
 
