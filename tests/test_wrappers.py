@@ -330,3 +330,34 @@ def test_flat_action_decodes_any_integer_dtype_alike() -> None:
         env.action(np.array([1, 1, 0, 0, 0, 0, 0, 1, 3], dtype=">i8").view("<i8"))
     with pytest.raises(ValueError):
         env.action(np.array(values, dtype=np.float32))
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_the_replays_fast_path_gives_the_observations_vectors(version: int) -> None:
+    # A flat replay steps without the Dict (RescueEnv.advance) and hands out each point's vector kept from its
+    # first visit: every step must equal observation() of the Dict the env would have returned, on a first and
+    # a second visit of every conversation, rewards and ends included, and with info_level="full" mid-episode.
+    fast = make_flat_env(version=version, sample_order="sequential")
+    slow = make_flat_env(version=version, sample_order="sequential")
+    replay = fast.unwrapped
+    fast.action_space.seed(3)
+    for visit in range(2):
+        for k, sample in enumerate(replay.samples):
+            seed = 100 * visit + k
+            first, _ = fast.reset(seed=seed, options={"sample_id": sample.sample_id})
+            reference, _ = slow.reset(seed=seed, options={"sample_id": sample.sample_id})
+            assert np.array_equal(first, reference)
+            done, steps = False, 0
+            while not done:
+                if visit == 1 and steps == 1:
+                    replay.info_level = "full"  # the full details take the env's own step
+                action = fast.action_space.sample()
+                vector, reward, terminated, truncated, info = fast.step(action)
+                dict_obs, slow_reward, slow_terminated, _, _ = slow.env.env.step(slow.action(action))
+                assert np.array_equal(vector, slow.env.observation(dict_obs)), (sample.sample_id, steps)
+                assert vector.flags.writeable and (reward, terminated) == (slow_reward, slow_terminated)
+                assert ("components" in info) == (replay.info_level == "full")
+                done, steps = terminated or truncated, steps + 1
+                vector[:] = 0.0  # a copy: the next visit must not see it
+            replay.info_level = "basic"
+    assert all(vector is not None for _, vectors in fast.env._by_episode.values() for vector in vectors)

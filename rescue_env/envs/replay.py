@@ -576,6 +576,13 @@ class RescueEnv(InfoLevelSetting, gym.Env):
         )
 
     def step(self, action: dict[str, Any]):
+        reward, terminated, info = self.advance(action)
+        return self.current_observation(), reward, terminated, False, info
+
+    def advance(self, action: dict[str, Any]) -> tuple[float, bool, dict[str, Any]]:
+        """``step`` without building the observation: (reward, terminated, info). The observation after it is the
+        decision point ``observed_point()`` (a replay's observations depend on nothing else), so a wrapper that
+        keeps its own encoding of each point's observation (``FlatObservation``) steps without the ``Dict``."""
         episode, t = self._episode, self._step
         if episode is None or t >= len(episode.points):
             self._point()  # the error of calling step() before reset() or after the end
@@ -609,12 +616,19 @@ class RescueEnv(InfoLevelSetting, gym.Env):
                 # Returns are linear in the components, so every preset's follows from their sums.
                 "returns_by_preset": {name: total(sums, config) for name, config in self._presets.items()},
             }
-            observation = self._observation_at_end()
-        else:
-            observation = self._observation()
         if self.render_mode == "human":
             self.render()
-        return observation, reward, terminated, False, info
+        return reward, terminated, info
+
+    def current_observation(self) -> dict[str, Any]:
+        """The observation of ``observed_point()``, fresh arrays (what the last ``reset`` or ``step`` returned)."""
+        return self._observation_at_end() if self._step >= len(self._episode.points) else self._observation()
+
+    def observed_point(self) -> int:
+        """The index of the decision point the current observation shows (after the last step: the last one)."""
+        if self._episode is None:
+            raise RuntimeError("call reset() first")
+        return min(self._step, len(self._episode.points) - 1)
 
     def _detailed_info(
         self,

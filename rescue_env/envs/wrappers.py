@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 from rescue_env.data.domain import SpeakerClass, speaker_class
 from rescue_env.embeddings import EMBEDDING_DIM, MiniLM, check_embeddings_available
-from rescue_env.envs.replay import SharedCache
+from rescue_env.envs.replay import RescueEnv, SharedCache
 from rescue_env.rendering import ParsedRow, header_slots, split_context
 
 _TOKEN = re.compile(r"[a-z0-9']+")
@@ -97,6 +97,8 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     and shared by the wrappers of a process per observation without its time values; the context features
     have their own cache keyed by the context text, and so do row blocks, since consecutive contexts share all
     rows but one. The caches hold only functions of observed values, so they never change what a policy sees.
+    With a replay directly under the wrapper (``RescueFlat-v0``, ``RescueFlat-v1``), a step does not even build
+    the ``Dict`` (``RescueEnv.advance``): each point's vector is kept per episode from its first visit.
     """
 
     def __init__(
@@ -164,6 +166,8 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         self._rows: LRUCache[str, tuple[ParsedRow, np.ndarray]] = LRUCache(4 * cache_size)
         self._embeddings: LRUCache[str, np.ndarray] = LRUCache(cache_size)
         self._points: LRUCache[tuple, np.ndarray] = LRUCache(cache_size)
+        self._by_episode: dict[int, tuple[Any, list[np.ndarray | None]]] = {}
+        self._vectors: list[np.ndarray | None] | None = None
         self._position = self.feature_slices[self.time_key].start
         self._log_time = self.time_key == "elapsed"
         self._has_extra = type(self).extra_features is not FlatObservation.extra_features  # skip the hook's call
@@ -171,6 +175,47 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         # vector env) share the vectors they computed (``_SHARED_POINTS``); each keeps its own LRU and counts.
         sizes_ = (start, self.n_slots, self.n_speakers, self.n_scenarios, self.n_strategies, self.time_key)
         self._settings = (type(self), hash_dim, float(last_row_weight), turn_window, embeddings, sizes_)
+
+    # ----- the replays' fast path ------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        features = self.observation(observation)
+        self._vectors = vectors = self._episode_vectors()
+        if vectors is not None and vectors[0] is None:
+            vectors[0] = features.copy()
+            vectors[0].flags.writeable = False
+        return features, info
+
+    def step(self, action: Any):
+        # A replay directly under this wrapper shows the same observation at every visit of a decision point, so
+        # its vector is kept per (episode, point) and a step skips the ``Dict`` (``RescueEnv.advance``): the
+        # vector is still ``observation()`` of that ``Dict``, computed at the first visit (tested equal).
+        vectors, env = self._vectors, self.env
+        if vectors is None or env._full_info:  # the details of ``info_level="full"`` are v1's ``step``'s
+            observation, reward, terminated, truncated, info = env.step(action)
+            return self.observation(observation), reward, terminated, truncated, info
+        reward, terminated, info = env.advance(action)
+        point = env.observed_point()
+        vector = vectors[point]
+        if vector is None:
+            vector = vectors[point] = self.observation(env.current_observation())
+            vector.flags.writeable = False
+        return vector.copy(), reward, terminated, False, info
+
+    def _episode_vectors(self) -> list[np.ndarray | None] | None:
+        """The vectors of the current episode's points, when a replay is directly under this wrapper (else None).
+        Kept by the episode object's identity, with the object itself, so a recycled id never matches."""
+        env = self.env
+        if not isinstance(env, RescueEnv):
+            return None
+        episode = env._episode
+        entry = self._by_episode.get(id(episode))
+        if entry is None or entry[0] is not episode:
+            if len(self._by_episode) >= self._points.maxsize > 0:
+                self._by_episode.clear()
+            entry = self._by_episode[id(episode)] = (episode, [None] * len(episode.points))
+        return entry[1]
 
     @property
     def feature_names(self) -> list[str]:
