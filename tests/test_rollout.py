@@ -486,22 +486,6 @@ def test_concurrency_kill_resume_and_key_hygiene(tmp_path: Path) -> None:
     assert "SECRET-5151" not in out + err + out2 + err2
 
 
-def test_bench_rollout_script_prints_the_ratio() -> None:
-    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_rollout.py"
-    result = subprocess.run(
-        [sys.executable, str(script), "--data", "demo", "--episodes", "2", "--latency", "0.01", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    figures = json.loads(result.stdout)
-    assert figures["episodes"] == 2 and figures["failed_decisions"] == 0
-    ideal = figures["decisions"] * 0.01 / 16
-    assert figures["ideal_s"] == pytest.approx(ideal, abs=0.01)
-    assert figures["ratio_to_ideal"] == pytest.approx(figures["wall_s"] / ideal, rel=0.05)
-
-
 @pytest.mark.parametrize(
     ("server_options", "extra", "needle"),
     [
