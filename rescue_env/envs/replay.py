@@ -525,10 +525,17 @@ class RescueEnv(InfoLevelSetting, gym.Env):
             "scenario": episode.scenario_index,
             "participants": episode.present.copy(),
             "last_speaker": point.last_speaker,
-            "position": point.position.copy(),
+            self.time_key: self._time_value(point),
             "target_mask": episode.target_mask.copy(),
             "strategy_mask": episode.strategy_mask.copy(),
         }
+
+    time_key = "position"
+    """The observation's time entry: v0's progress in [0, 1]; v1 observes ``elapsed`` rows and minutes instead."""
+
+    def _time_value(self, point: DecisionPoint) -> np.ndarray:
+        """The time entry of the current point's observation, a fresh copy."""
+        return point.position.copy()
 
     def _point(self) -> DecisionPoint:
         if self._episode is None:

@@ -267,18 +267,11 @@ class RescueEnvV1(RescueEnv):
         points = _fold(self.dynamics, states.states)
         return _Dynamics(states, tuple(elapsed), info, points)
 
-    def _observation(self) -> dict[str, Any]:
-        episode, point = self._episode, self._point()
-        # As v0's (fresh arrays), with ``elapsed`` (last) in place of ``position``.
-        return {
-            "context": point.context,
-            "scenario": episode.scenario_index,
-            "participants": episode.present.copy(),
-            "last_speaker": point.last_speaker,
-            "target_mask": episode.target_mask.copy(),
-            "strategy_mask": episode.strategy_mask.copy(),
-            "elapsed": self._states[episode.sample_id].elapsed[self._step].copy(),
-        }
+    time_key = "elapsed"
+
+    def _time_value(self, point: DecisionPoint) -> np.ndarray:
+        # v0's observation with ``elapsed`` (rows, minutes) in place of ``position``.
+        return self._states[self._episode.sample_id].elapsed[self._step].copy()
 
     def _point_state(self):
         return self._states[self._episode.sample_id].states.states[self._step]
