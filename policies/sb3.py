@@ -263,6 +263,16 @@ class SB3Policy:
 # ----- training ---------------------------------------------------------------------------------------------
 
 
+def quiet_logger(verbose: int = 0) -> Any:  # a stable_baselines3 Logger
+    """The logger to ``set_logger`` on a model before ``learn``: SB3's own (``configure``) makes a folder
+    ``SB3-<date>`` in the temp directory on every ``learn`` call, even with ``verbose=0``, and never removes it.
+    This one writes no file: nothing at ``verbose=0``, SB3's stdout table otherwise (the runs keep their own
+    monitor logs and sidecars)."""
+    from stable_baselines3.common.logger import Logger, make_output_format
+
+    return Logger(folder=None, output_formats=[make_output_format("stdout", "")] if verbose else [])
+
+
 def progress_callback(description: str = "training") -> Any:  # a stable_baselines3 BaseCallback
     """A callback that shows the training's timesteps as a tqdm bar (rate, elapsed, ETA) on stderr.
 
@@ -334,6 +344,7 @@ def fit(
     with _torch_threads(torch_threads):
         set_random_seed(seed)
         model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=verbose, **hyper)
+        model.set_logger(quiet_logger(verbose))
         model.learn(total_timesteps=timesteps, callback=progress_callback(algo.upper()) if progress else None)
     seconds = time.perf_counter() - start
     close_monitor_log(env)
@@ -417,6 +428,7 @@ __all__ = [
     "model_path",
     "monitor_path",
     "progress_callback",
+    "quiet_logger",
     "sidecar_path",
     "train",
 ]

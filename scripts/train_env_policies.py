@@ -78,6 +78,7 @@ from policies.sb3 import (
     fit,
     monitor_path,
     progress_callback,
+    quiet_logger,
 )
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.splits import SplitConfig, split_samples
@@ -270,6 +271,7 @@ def train_generic(
     monitored = Monitor(env, filename=str(monitor_path(model)))
     set_random_seed(seed)
     learner = algorithm(algo)("MlpPolicy", monitored, seed=seed, device="cpu", verbose=0, **hyper)
+    learner.set_logger(quiet_logger())
     start = time.perf_counter()
     learner.learn(total_timesteps=timesteps, callback=progress_callback(label) if progress else None)
     seconds = time.perf_counter() - start

@@ -62,7 +62,7 @@ from benchmarks.rollout_results import table
 from benchmarks.runs import versions
 from policies import AlwaysInterveneEveryone, make_policy
 from policies.imitation import ImitationPolicy
-from policies.sb3 import close_monitor_log, monitor_path, progress_callback
+from policies.sb3 import close_monitor_log, monitor_path, progress_callback, quiet_logger
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.dynamics.outcome import SupportAction, recipient_kind
 from rescue_env.envs.sim import RescueSimEnv
@@ -545,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore", message=".*already wrapped with a `Monitor`", category=UserWarning)
         vec = VecMonitor(vec, filename=str(monitor_path(output / "model.zip")))
     model = MaskablePPO("MlpPolicy", vec, seed=args.seed, device="cpu", verbose=0, **hyper)
+    model.set_logger(quiet_logger())
     callback = curve_callback(evaluate_now, args.curve_every, log)
     callbacks = CallbackList([callback, progress_callback("MaskablePPO")]) if progress else callback
     log(f"training MaskablePPO for {args.timesteps:,} steps ({args.n_envs} envs, {args.torch_threads} torch threads)")

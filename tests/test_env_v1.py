@@ -12,6 +12,7 @@ import rescue_env  # noqa: F401  (registers the ids)
 from policies import make_policy
 from policies.base import make_action
 from policies.fitted import FittedQPolicy
+from policies.sb3 import quiet_logger
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.splits import SplitConfig
 from rescue_env.dynamics.fitting import fit_on_split
@@ -151,6 +152,7 @@ def test_maskable_ppo_trains_on_the_flat_env():
     sb3_contrib = pytest.importorskip("sb3_contrib")
     env = gym.make("RescueFlat-v1")
     agent = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, verbose=0)
+    agent.set_logger(quiet_logger())
     agent.learn(64)
     observation, _ = env.reset(seed=0)
     masks = env.unwrapped.action_masks()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -178,8 +179,13 @@ def test_train_is_deterministic_given_the_seed(trained: tuple[SB3Policy, Path], 
     assert all(torch.equal(first[k], again[k]) for k in first)
 
 
-def test_a2c_trains_saves_and_plays(tmp_path: Path) -> None:
+def test_a2c_trains_saves_and_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scratch = tmp_path / "temp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where SB3's default logger would make its folder
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
     path = train("a2c", timesteps=200, seed=1, feature_kwargs={"hash_dim": 32}, save_to=tmp_path / "a2c.zip")
+    assert list(scratch.glob("SB3-*")) == []  # quiet_logger: no SB3-<date> folder left behind
     env = RescueEnv(sample_order="sequential")
     policy = make_policy(f"a2c:{path}", env)
     assert policy.name == f"a2c:{path}" and policy.feature_kwargs["hash_dim"] == 32

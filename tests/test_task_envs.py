@@ -24,6 +24,7 @@ from benchmarks.envs.task_env import RescueTaskEnv, observe
 from benchmarks.registry import get_task
 from benchmarks.runner import EvalConfig, Evaluation
 from benchmarks.runs import RunOptions
+from policies.sb3 import quiet_logger
 from rescue_env.data import load_dataset
 
 
@@ -223,7 +224,9 @@ def test_maskable_ppo_trains_on_a_flat_ranking_and_respects_the_masks() -> None:
     from sb3_contrib import MaskablePPO
 
     env = gym.make(task_env_id("ssp", flat=True))
-    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, seed=0).learn(128)
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, seed=0)
+    model.set_logger(quiet_logger())
+    model.learn(128)
     for index in range(0, 40, 4):
         observation, _ = env.reset(options={"instance": index})
         masks = env.get_wrapper_attr("action_masks")()

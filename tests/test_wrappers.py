@@ -16,6 +16,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
 import rescue_env  # noqa: F401  (registers the ids)
+from policies.sb3 import quiet_logger
 from rescue_env.data import load_dataset
 from rescue_env.envs.replay import RescueEnv
 from rescue_env.envs.wrappers import EMBEDDING_DIM, FlatAction, FlatObservation, make_flat_env, stable_bucket
@@ -93,6 +94,7 @@ def test_sb3_trains_on_flat(algorithm: str) -> None:
 
     cls = getattr(stable_baselines3, algorithm)
     model = cls("MlpPolicy", make_flat_env(), n_steps=64, seed=0, device="cpu")
+    model.set_logger(quiet_logger())
     model.learn(total_timesteps=256)
     action, _ = model.predict(model.env.reset(), deterministic=True)
     assert model.env.action_space.contains(action[0])
