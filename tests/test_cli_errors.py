@@ -3,6 +3,7 @@ written that a later run would trip over."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def test_unavailable_bertscore_model_stops_before_any_request(tmp_path: Path, ca
 
 
 @pytest.mark.parametrize(("command", "unit"), [("evaluate", "instances answered"), ("rollout", "episodes finished")])
-def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path: Path, command: str, unit: str) -> None:
+def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path: Path, capsys, command: str, unit: str) -> None:
     with FakeOpenAIServer(lambda body: mock_responder(body["messages"]), latency=0.05) as server:
         model = ["--model", "openai/fake", "--api-base", server.base_url, "--max-connections", "2"]
         args = [
@@ -75,5 +76,10 @@ def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path: Path, command: str, un
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in err
         assert lines[0].startswith("interrupted; ") and lines[0].endswith(f"{unit}; re-run the same command to resume")
-        resumed = subprocess.run(args, capture_output=True, text=True, timeout=120)
-        assert resumed.returncode == 0, resumed.stderr
+        assert main(args[3:]) == 0, capsys.readouterr().err  # the resume runs in this process: no second start-up
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    if command == "rollout":  # the episodes finished before the interrupt (maybe none yet) are kept, the rest played
+        assert run["episodes_resumed"] + run["episodes_played"] == run["episodes_planned"] > 0, run
+    else:  # the instances answered before the interrupt were not asked again
+        answered = len((tmp_path / "run" / "predictions.jsonl").read_text().splitlines())
+        assert 0 < run["asked_instances"] < answered

@@ -154,8 +154,9 @@ def _records(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
 
 
-def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> None:
-    env = {**os.environ, "RESCUE_TEST_KEY": "sk-planted-SECRET-4242"}
+def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Only the killed run is a process of its own (SIGKILL); the others run in this one.
+    monkeypatch.setenv("RESCUE_TEST_KEY", "sk-planted-SECRET-4242")
     with FakeOpenAIServer(example_responder, latency=0.1, expected_api_key="sk-planted-SECRET-4242") as server:
         common = [
             "evaluate",
@@ -177,28 +178,24 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
             "100",
             "--no-progress",
         ]
-        whole = _cli([*common, "--output", str(tmp_path / "whole")], env)
-        out, err = whole.communicate(timeout=300)
-        assert whole.returncode == 0, err
+        assert main([*common, "--output", str(tmp_path / "whole")]) == 0
         total = server.request_count
         instances = len((tmp_path / "whole" / "predictions.jsonl").read_text().splitlines())
 
-        killed = _cli([*common, "--output", str(tmp_path / "resumed")], env)
+        killed = _cli([*common, "--output", str(tmp_path / "resumed")], dict(os.environ))
         deadline = time.time() + 120
         while server.request_count < total + total // 2 and time.time() < deadline:
             time.sleep(0.05)
         killed.send_signal(signal.SIGKILL)
-        killed.wait(timeout=30)
+        _, killed_err = killed.communicate(timeout=30)
         answered_before = len((tmp_path / "resumed" / "predictions.jsonl").read_text().splitlines())
         assert 0 < answered_before < instances
 
-        resumed = _cli([*common, "--output", str(tmp_path / "resumed")], env)
-        out2, err2 = resumed.communicate(timeout=300)
-        assert resumed.returncode == 0, err2
+        assert main([*common, "--output", str(tmp_path / "resumed")]) == 0
     first = json.loads((tmp_path / "whole" / "results.json").read_text())
     second = json.loads((tmp_path / "resumed" / "results.json").read_text())
     assert first == second
-    # The resumed run did not ask the instances answered before the kill (cache aside: a fresh process).
+    # The resumed run did not ask the instances answered before the kill.
     run_info = json.loads((tmp_path / "resumed" / "run.json").read_text())
     assert run_info["asked_instances"] <= instances - answered_before + 2
     # And it asked exactly what an uninterrupted run asks: the same batches (3 items), so the same prompts.
@@ -213,7 +210,8 @@ def test_kill_half_way_then_resume_gives_the_same_results(tmp_path: Path) -> Non
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert "SECRET-4242" not in path.read_text(encoding="utf-8", errors="replace"), path
-    assert "SECRET-4242" not in out + err + out2 + err2
+    printed = capsys.readouterr()
+    assert "SECRET-4242" not in printed.out + printed.err + killed_err
 
 
 def test_key_never_leaks_from_errors(tmp_path: Path, monkeypatch, capsys) -> None:
