@@ -28,6 +28,7 @@ from scipy import sparse
 
 from benchmarks.base import Instance
 from benchmarks.solvers.features import NEGATIVE, InstanceView, structure, text_fields
+from rescue_env.data.domain import THERAPIST
 
 __all__ = ["NEIGHBOURS", "EmotionSolver", "current_row", "row_features"]
 
@@ -52,7 +53,7 @@ def row_features(item: InstanceView) -> np.ndarray:
             float(words.count("!")),
             math.log1p(len(words.split())),
             float(bool(row and row.overlapping)),
-            float(bool(row and "Therapist" in row.addressees)),
+            float(bool(row and THERAPIST in row.addressees)),
         ],
         dtype=np.float64,
     )
@@ -76,12 +77,19 @@ class EmotionSolver:
 
     # ----- inputs ---------------------------------------------------------------------------------------------
 
-    def _similarity_space(self, views: Sequence[InstanceView]) -> Any:
-        """Each instance's current row as a unit vector (MiniLM, or TF-IDF without embeddings)."""
-        if self.embeddings:
-            from benchmarks.solvers.embeddings import embed
+    def _embedded(self, views: Sequence[InstanceView]) -> np.ndarray | None:
+        """The current rows' MiniLM embeddings (None without ``embeddings``): read once, used by both the
+        regressor's inputs and the neighbour search."""
+        if not self.embeddings:
+            return None
+        from benchmarks.solvers.embeddings import embed
 
-            return embed([current_row(v) for v in views])
+        return embed([current_row(v) for v in views])
+
+    def _similarity_space(self, views: Sequence[InstanceView], embedded: np.ndarray | None) -> Any:
+        """Each instance's current row as a unit vector (MiniLM, or TF-IDF without embeddings)."""
+        if embedded is not None:
+            return embedded
         return _normalised(self.rows.transform([current_row(v) for v in views]))
 
     def _phrase_space(self, phrases: Sequence[str]) -> np.ndarray:
@@ -96,16 +104,14 @@ class EmotionSolver:
     def _numbers(views: Sequence[InstanceView]) -> np.ndarray:
         return np.column_stack([np.stack([structure(v) for v in views]), np.stack([row_features(v) for v in views])])
 
-    def _design(self, views: Sequence[InstanceView]) -> sparse.csr_matrix:
+    def _design(self, views: Sequence[InstanceView], embedded: np.ndarray | None) -> sparse.csr_matrix:
         blocks = [
             self.rows.transform([current_row(v) for v in views]),
             self.context.transform([text_fields(v)[0] for v in views]),
             sparse.csr_matrix(self.scaler.transform(self._numbers(views))),
         ]
-        if self.embeddings:
-            from benchmarks.solvers.embeddings import embed
-
-            blocks.append(sparse.csr_matrix(embed([current_row(v) for v in views])))
+        if embedded is not None:
+            blocks.append(sparse.csr_matrix(embedded))
         return sparse.hstack(blocks).tocsr()
 
     # ----- fitting and answering --------------------------------------------------------------------------------
@@ -122,11 +128,12 @@ class EmotionSolver:
         self.context = TfidfVectorizer(**TFIDF).fit([text_fields(v)[0] for v in chosen])
         self.scaler = StandardScaler().fit(self._numbers(chosen))
         intensities = np.array([float(i.gold["intensity"]) for i in instances])
-        self.regressor = Ridge(alpha=self.ALPHA).fit(self._design(chosen), intensities)
+        embedded = self._embedded(chosen)
+        self.regressor = Ridge(alpha=self.ALPHA).fit(self._design(chosen, embedded), intensities)
         self.phrases = [str(i.gold["emotion"]) for i in instances]
         if not self.embeddings:
             self.phrase_words = TfidfVectorizer(ngram_range=(1, 1), sublinear_tf=True).fit(self.phrases)
-        self.train_rows = self._similarity_space(chosen)
+        self.train_rows = self._similarity_space(chosen, embedded)
         self.train_phrases = self._phrase_space(self.phrases)
         self._fitted = True
         return self
@@ -135,12 +142,13 @@ class EmotionSolver:
         """``{"emotion": phrase, "intensity": 0..10}`` for ``instance`` (what a model would send)."""
         if not self._fitted:
             raise RuntimeError("call fit() first")
-        predicted = float(self.regressor.predict(self._design([item]))[0])
+        embedded = self._embedded([item])
+        predicted = float(self.regressor.predict(self._design([item], embedded))[0])
         intensity = int(min(10, max(0, round(predicted))))
-        return {"emotion": self._phrase(item), "intensity": intensity}
+        return {"emotion": self._phrase(item, embedded), "intensity": intensity}
 
-    def _phrase(self, item: InstanceView) -> str:
-        product = self.train_rows @ self._similarity_space([item]).T
+    def _phrase(self, item: InstanceView, embedded: np.ndarray | None) -> str:
+        product = self.train_rows @ self._similarity_space([item], embedded).T
         similarity = (product.toarray() if sparse.issparse(product) else np.asarray(product)).ravel()
         k = min(NEIGHBOURS, similarity.size)
         # The k most similar training rows; ties broken by training order, so the answer is deterministic.
