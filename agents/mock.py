@@ -15,26 +15,53 @@ leaves the process.
   constant answer;
 - a judge prompt (``exactly in this form:`` followed by a template with ``<integer L-H>`` placeholders) gets the
   template with each placeholder set to its middle value (1-5 -> 3) and each ``"<...>"`` text set to ``"mock"``;
-- a therapist prompt (``## Your decision``) gets :func:`agents.therapist.mock_decision`, a persona prompt
-  (``## Your next turn``) :func:`agents.persona.mock_persona`: valid, deterministic answers;
+- a prompt that a registered responder recognises gets its answer: the agents that build their own prompts
+  register one at import (:func:`register_responder`): a therapist prompt (``## Your decision``) gets
+  :func:`agents.therapist.mock_decision`, a persona prompt (``## Your next turn``) :func:`agents.persona.mock_persona`:
+  valid, deterministic answers;
 - anything else gets :data:`DEFAULT_REPLY`.
+
+This module imports nothing of the project: the agents import it to register, and the client imports it to answer.
+So that a process that imported only :mod:`agents.client` (a client worker process, the test server) still
+answers every prompt kind, :func:`mock_responder` imports the modules of :data:`RESPONDER_MODULES` by name on its
+first call (their import registers their responders; nothing else of theirs is used here).
 
 The test server (:mod:`agents.fake_server`) answers with the same function.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import re
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["MOCK_MODEL", "LITELLM_MOCK_MODEL", "DEFAULT_REPLY", "is_mock", "mock_responder", "last_user_text"]
+__all__ = [
+    "MOCK_MODEL",
+    "LITELLM_MOCK_MODEL",
+    "DEFAULT_REPLY",
+    "RESPONDER_MODULES",
+    "is_mock",
+    "mock_responder",
+    "last_user_text",
+    "register_responder",
+]
 
 MOCK_MODEL = "mock"
 LITELLM_MOCK_MODEL = "openai/mock"  # what the client passes to litellm (with mock_response) for MOCK_MODEL
 DEFAULT_REPLY = '{"ok": true}'
+RESPONDER_MODULES = ("agents.therapist", "agents.persona")
+"""Modules that register a mock responder when imported, in the order their responders are asked (the first
+that recognises a prompt answers it); :func:`mock_responder` imports them on its first call."""
+
+Recognise = Callable[[Sequence[Mapping[str, Any]]], bool]
+Respond = Callable[[Sequence[Mapping[str, Any]]], str]
+_responders: dict[tuple[str, str], tuple[Recognise, Respond]] = {}
+_loaded = False
+_lock = threading.Lock()
 
 _ITEM = re.compile(r"^### Item (\d+)$", re.M)
 _LABEL = re.compile(r"^- ([a-z][a-z0-9_]*) \([^)\n]*\): ", re.M)
@@ -99,18 +126,37 @@ def _fill_slots(value: Any, choices: list[str]) -> Any:
     return value
 
 
+def register_responder(recognise: Recognise, respond: Respond) -> None:
+    """Answer the prompts that ``recognise(messages)`` accepts with ``respond(messages)`` (a valid, deterministic
+    answer of the prompt's own kind). Registering a function of the same module and name again replaces it (a
+    reloaded module). Responders of :data:`RESPONDER_MODULES` are asked in that order, any others after them."""
+    key = (respond.__module__, respond.__qualname__)
+    with _lock:
+        _responders[key] = (recognise, respond)
+
+
+def _rank(key: tuple[str, str]) -> int:
+    module = key[0]
+    return RESPONDER_MODULES.index(module) if module in RESPONDER_MODULES else len(RESPONDER_MODULES)
+
+
+def _registered() -> list[tuple[Recognise, Respond]]:
+    """The responders, every module of :data:`RESPONDER_MODULES` imported first (once per process)."""
+    global _loaded
+    if not _loaded:
+        for name in RESPONDER_MODULES:
+            if importlib.util.find_spec(name) is not None:
+                importlib.import_module(name)  # its import calls register_responder
+        _loaded = True
+    with _lock:
+        return [_responders[key] for key in sorted(_responders, key=_rank)]  # sorted is stable
+
+
 def mock_responder(messages: list[dict]) -> str:
     """The mock model's answer to ``messages`` (see the module docstring)."""
-    if importlib.util.find_spec("agents.therapist") is not None:
-        from agents import therapist  # lazy: therapist imports benchmarks
-
-        if therapist.is_therapist_prompt(messages):
-            return therapist.mock_decision(messages)
-    if importlib.util.find_spec("agents.persona") is not None:
-        from agents import persona  # lazy, as the therapist
-
-        if persona.is_persona_prompt(messages):
-            return persona.mock_persona(messages)
+    for recognise, respond in _registered():
+        if recognise(messages):
+            return respond(messages)
     prompt = last_user_text(messages)
     match = _EXAMPLE.search(prompt)
     if match is None:

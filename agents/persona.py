@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from benchmarks.parsing import validate_answer
-from benchmarks.prompting import SCENARIO_SETTING
-from benchmarks.runs import prompt_hash
+from agents.messages import prompt_hash, validate_answer
+from agents.mock import register_responder
 from rescue_env.data.domain import GROUP_LABELS
+from rescue_env.prompting import SCENARIO_SETTING
 from rescue_env.rendering import ParsedRow, split_context
 from rescue_env.taxonomy import strategies
 
@@ -286,3 +286,6 @@ def mock_persona(messages: Sequence[Mapping[str, Any]]) -> str:
         other = next((s for s in reversed(speakers) if s not in (name, "Therapist")), None)
         say = f"{other}, I want you to understand how this feels for me." if other else "I have more to say about this."
     return json.dumps({"say": say})
+
+
+register_responder(is_persona_prompt, mock_persona)  # --model mock answers persona prompts

@@ -4,7 +4,7 @@ does next (paper App. B: intervene now? whom to support? with which strategy?).
 The prompt is built from the observation alone (``therapist_messages``): the rendered rows of the observation's
 ``context`` (``rescue_env.rendering``, the same observable-only renderer as the six tasks), who is present (from
 the observation's header, with their slot numbers) and the scenario's strategies with their definitions and
-the D.3 boundary rules (``rescue_env.taxonomy`` through ``benchmarks.prompting.label_block``). It works for any
+the D.3 boundary rules (``rescue_env.taxonomy`` through ``rescue_env.prompting.label_block``). It works for any
 env whose observation has ``context``, ``scenario``, ``participants``, ``target_mask`` and ``strategy_mask``
 (``Rescue-v0`` and its successors); with ``RescueSim-v0`` the observation's ``text`` (the perceived state of the
 simulated session, in words) follows the rows. Nothing annotated or gold is read.
@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict, StrictBool
 
-from benchmarks.parsing import validate_answer
-from benchmarks.prompting import SCENARIO_SETTING, label_block
-from benchmarks.runs import prompt_hash
+from agents.messages import prompt_hash, validate_answer
+from agents.mock import register_responder
 from policies.base import make_action
 from rescue_env.data.domain import GROUP_LABELS
 from rescue_env.data.schema import SCENARIOS, Scenario
+from rescue_env.prompting import SCENARIO_SETTING, label_block
 from rescue_env.rendering import ParsedRow, header_slots, split_context
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS, strategies
 
@@ -440,3 +440,6 @@ def mock_decision(messages: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps(
         {"intervene": True, "targets": target, "strategy": keys[0], "rationale": "the last speaker asked me"}
     )
+
+
+register_responder(is_therapist_prompt, mock_decision)  # --model mock answers therapist prompts

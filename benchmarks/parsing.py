@@ -1,4 +1,5 @@
-"""Tolerant parsing of model answers: JSON extraction, per-item answers, label matching.
+"""Tolerant parsing of model answers: per-item answers, label matching; JSON extraction and one-object answers
+(``extract_json``, ``validate_answer``) come from ``agents.messages``, which the LLM agents share.
 
 Failures are values, not exceptions: every helper says why an answer could not be used, so that the runner can
 score the instance as wrong and count the failure (never drop it, never score it right).
@@ -6,61 +7,15 @@ score the instance as wrong and count the failure (never drop it, never score it
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
+from agents.messages import extract_json, validate_answer  # noqa: F401  (re-exported: shared with the agents)
 from benchmarks.base import Instance, Prediction
 from rescue_env.taxonomy import LabelSet, match_label
 
-M = TypeVar("M", bound=BaseModel)
-
 ItemParser = Callable[[Mapping[str, Any], Instance], tuple[Any, "str | None", bool]]
 """One answer object (and its instance) -> (value, failure reason or None, normalised)."""
-
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
-
-
-def extract_json(text: str | None) -> Any | None:
-    """The first JSON object (or array) in ``text``: whole text, then code fences, then the first decodable
-    ``{``/``[`` position. None when there is none."""
-    if not text:
-        return None
-    candidates = [text.strip(), *(m.strip() for m in _FENCE.findall(text))]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
-            continue
-        if isinstance(value, (dict, list)):
-            return value
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"[\[{]", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, (dict, list)):
-            return value
-    return None
-
-
-def validate_answer(text: str | None, schema: type[M]) -> tuple[M | None, str | None, str | None]:
-    """A one-object answer as ``schema``: (answer, None, None), or (None, failure kind, detail) with kind
-    ``api_error`` (no text), ``malformed_json`` (no JSON object) or ``invalid_schema`` (the first error)."""
-    if text is None:
-        return None, "api_error", None
-    payload = extract_json(text)
-    if not isinstance(payload, dict):
-        return None, "malformed_json", None
-    try:
-        return schema.model_validate(payload), None, None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return None, "invalid_schema", f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"[:200]
 
 
 def answer_items(text: str | None, item_ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], str | None]:

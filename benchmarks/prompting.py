@@ -1,5 +1,6 @@
 """Prompt building blocks shared by the six tasks: observable row rendering per mode, context windows, the
-closed label block (taxonomy definitions + D.3 boundary rules) and the batch envelope.
+closed label block (taxonomy definitions + D.3 boundary rules; ``rescue_env.prompting``, with the scenario
+settings, since the LLM agents share them) and the batch envelope.
 
 Rows reach a prompt only through ``rescue_env.rendering`` (observable fields only, by mode); annotations
 (emotion, viewpoints, strategy, relation labels, utterance type) are never read here.
@@ -11,8 +12,8 @@ from collections.abc import Sequence
 
 from benchmarks.base import Mode, PromptOptions
 from rescue_env.data.schema import Sample, Scenario
+from rescue_env.prompting import SCENARIO_SETTING, label_block  # noqa: F401  (re-exported; shared with the agents)
 from rescue_env.rendering import render_row, render_rows, window  # noqa: F401  (re-exported for the tasks)
-from rescue_env.taxonomy import BOUNDARY_RULES, LabelSet
 
 MODE_EVIDENCE: dict[Mode, str] = {
     "dialogue": "Evidence: the transcript only (speaker, addressees, words, overlapping speech, timing).",
@@ -20,11 +21,6 @@ MODE_EVIDENCE: dict[Mode, str] = {
     "visual": "Evidence: the transcript plus visual cues (posture, facial expression, self-directed and "
     "interaction behaviour) where they were recorded.",
     "audiovisual": "Evidence: the transcript, each turn's tone of voice and visual cues where they were recorded.",
-}
-
-SCENARIO_SETTING: dict[Scenario, str] = {
-    "couple": "a couple-therapy session (two partners and a therapist)",
-    "family": "a family-therapy session (several family members and a therapist)",
 }
 
 
@@ -50,18 +46,6 @@ def describe_window(size: int, what: str = "rows") -> str:
     if size < 0:
         return f"all earlier {what} of the session"
     return f"at most the {size} most recent {what}"
-
-
-def label_block(label_set: LabelSet, heading: str) -> str:
-    """The closed label set with definitions, use-when / do-not-use-when, then the D.3 boundary rules."""
-    lines = [heading]
-    for label in label_set:
-        lines.append(f"- {label.key} ({label.name}): {label.definition}")
-        lines.append(f"    Use when: {label.use_when}")
-        lines.append(f"    Do not use when: {label.do_not_use_when}")
-    lines.append("Boundary rules:")
-    lines.extend(f"- {rule}" for rule in BOUNDARY_RULES[label_set.kind])
-    return "\n".join(lines)
 
 
 def system_message(scenario: Scenario) -> dict[str, str]:

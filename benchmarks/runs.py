@@ -5,7 +5,6 @@ request without its text."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -16,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
+from agents.messages import prompt_hash  # re-exported: the agents record their requests by it too
 from benchmarks.failures import DEFAULT_BUDGET, ErrorTally, FailureBudget
 from rescue_env.data import Dataset
 
@@ -92,11 +92,6 @@ class Resumable(Protocol):
     def result_keys(self) -> dict[str, Any]: ...
 
     def model_dump(self) -> dict[str, Any]: ...
-
-
-def prompt_hash(messages: Sequence[Mapping[str, str]]) -> str:
-    """16 hex digits identifying a request's messages (records keep this, never the prompt text)."""
-    return hashlib.sha256(json.dumps(list(messages), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def versions() -> dict[str, str]:

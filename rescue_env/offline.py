@@ -24,7 +24,7 @@ import shutil
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -43,6 +43,7 @@ INSTALL_HINT = "pip install 'rescue-env[rl]'"
 AUTHOR = "rescue-env"
 NAMESPACE = "rescue"
 
+_ORACLE_NEEDED = "pass oracle=policies.OraclePolicy()"
 _NAN = float("nan")
 _COMPONENTS = ("timing", "target", "strategy", "group")
 
@@ -131,22 +132,29 @@ def _jsonable(value: Any) -> Any:
 # ----- actions ----------------------------------------------------------------------------------------------
 
 
-def gold_action(env: Any, observation: Any = None) -> dict[str, Any]:
+class GoldPolicy(Protocol):
+    """What plays the gold action of a replay: ``act(observation, env)`` (``policies.OraclePolicy()``)."""
+
+    def act(self, observation: dict, env: Any) -> dict: ...
+
+
+def gold_action(env: Any, observation: Any = None, oracle: GoldPolicy | None = None) -> dict[str, Any]:
     """The ``Dict`` action the dataset records at the current step of ``env`` (any wrappers): on a replay the
-    oracle's (``policies.OraclePolicy``: the real therapist's z*, A*, a*; where A* is unknown everyone, where a* is
-    unknown the scenario's first strategy, as on listening steps); on ``RescueSim-v0`` ``recorded_action()``."""
+    ``oracle``'s (``policies.OraclePolicy()``: the real therapist's z*, A*, a*; where A* is unknown everyone, where
+    a* is unknown the scenario's first strategy, as on listening steps); on ``RescueSim-v0`` ``recorded_action()``
+    (no oracle needed). The oracle is passed in: this layer does not import the policies."""
     inner = getattr(env, "unwrapped", env)
     if hasattr(inner, "recorded_action"):
         return inner.recorded_action()
-    from policies.reference import OraclePolicy
-
+    if oracle is None:
+        raise ValueError(f"{_ORACLE_NEEDED} to play a replay's gold actions")
     if not (isinstance(observation, Mapping) and "target_mask" in observation):
         # A flat observation: the oracle only reads the masks, which the env gives as they are observed.
         masks = inner.action_masks()
         target = masks["target"].astype(np.int8)
         observation = {"target_mask": target, "strategy_mask": masks["strategy"].astype(np.int8)}
         observation["participants"] = target[:-1]
-    return OraclePolicy().act(observation, inner)
+    return oracle.act(observation, inner)
 
 
 def flatten_action(action: Mapping[str, Any]) -> np.ndarray:
@@ -226,7 +234,7 @@ def _episode_metadata(reset_info: Mapping[str, Any], summary: Mapping[str, Any] 
 # ----- playing ----------------------------------------------------------------------------------------------
 
 
-def _play(env: Any, sample_id: str, seed: int, flat: bool, closed_loop: bool):
+def _play(env: Any, sample_id: str, seed: int, flat: bool, closed_loop: bool, oracle: GoldPolicy | None):
     """One episode with the gold actions: (Minari ``EpisodeBuffer`` fields, episode metadata)."""
     inner = env.unwrapped
     observation, reset_info = env.reset(seed=seed, options={"sample_id": sample_id})
@@ -236,7 +244,7 @@ def _play(env: Any, sample_id: str, seed: int, flat: bool, closed_loop: bool):
     summary = None
     for _ in range(limit):
         gold = None if closed_loop else inner.gold()
-        action = gold_action(env, observation)
+        action = gold_action(env, observation, oracle)
         observation, reward, terminated, truncated, info = env.step(flatten_action(action) if flat else action)
         observations.append(observation)
         actions.append(flatten_action(action) if flat else action)
@@ -290,6 +298,7 @@ def export_minari(
     *,
     test_fraction: float = 0.2,
     overwrite: bool = False,
+    oracle: GoldPolicy | None = None,
     **env_kwargs: Any,
 ) -> Path:
     """Write the gold trajectories of ``env_id`` on ``data`` as a local Minari dataset; return its folder.
@@ -332,6 +341,9 @@ def export_minari(
         split, seed, test_fraction: the side of the grouped split to play, and the seed of the split and of the
             episodes' resets.
         overwrite: replace an existing dataset at ``output / dataset_id`` (only a Minari dataset is removed).
+        oracle: what plays the replays' gold action, ``policies.OraclePolicy()`` (``rescue-bench export minari``
+            passes it); needed for the replay ids, unused by the closed loop. Passed in because this layer does not
+            import the policies.
         **env_kwargs: more arguments of the env (``reward``, ``mode``, ``context_size``, ``dynamics``, ...).
 
     Returns:
@@ -339,11 +351,13 @@ def export_minari(
 
     Raises:
         ValueError (one line): an unknown env id, a malformed dataset id, an existing non-empty dataset folder
-        without ``overwrite``, Minari not installed (``pip install 'rescue-env[rl]'``), a bad split, no
-        conversation on the chosen side. ``rescue_env.data.DataError`` for unreadable data.
+        without ``overwrite``, a replay id without ``oracle``, Minari not installed (``pip install
+        'rescue-env[rl]'``), a bad split, no conversation on the chosen side. ``rescue_env.data.DataError`` for
+        unreadable data.
 
     >>> import os, minari                                          # doctest: +SKIP
-    >>> folder = export_minari("demo", "Rescue-v1", output="/tmp/rescue-minari")
+    >>> from policies import OraclePolicy
+    >>> folder = export_minari("demo", "Rescue-v1", output="/tmp/rescue-minari", oracle=OraclePolicy())
     >>> os.environ["MINARI_DATASETS_PATH"] = "/tmp/rescue-minari"
     >>> dataset = minari.load_dataset("rescue/rescue-v1-gold-v0")
     """
@@ -356,6 +370,8 @@ def export_minari(
     root = _root(output)
     folder = root / dataset_id
     _check_folder(folder, overwrite)  # early; an old dataset is removed only once the env is built
+    if oracle is None and env_id in REPLAY_IDS:
+        raise ValueError(f"{env_id}: the gold actions of a replay need the oracle policy; {_ORACLE_NEEDED}")
 
     data_arg = DEMO if str(data) == DEMO else str(Path(data).expanduser().resolve())
     env, used_kwargs = _make_env(env_id, data_arg, config.split, config.seed, config.test_fraction, env_kwargs)
@@ -393,7 +409,7 @@ def export_minari(
             # Minari warns for every optional field left out (author e-mail, code permalink, eval env).
             warnings.filterwarnings("ignore", category=UserWarning, module=r"minari(\.|$)")
             try:
-                _write(minari, env, dataset_id, played, config.seed, env_id, closed_loop, record)
+                _write(minari, env, dataset_id, played, config.seed, env_id, closed_loop, record, oracle)
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
@@ -402,7 +418,7 @@ def export_minari(
     return folder
 
 
-def _write(minari, env, dataset_id, played, seed, env_id, closed_loop, record):
+def _write(minari, env, dataset_id, played, seed, env_id, closed_loop, record, oracle):
     from minari.data_collector import EpisodeBuffer
 
     flat = env_id in FLAT_IDS
@@ -418,7 +434,7 @@ def _write(minari, env, dataset_id, played, seed, env_id, closed_loop, record):
     )
     metadatas = []
     for index, sample_id in enumerate(played):
-        fields, meta = _play(env, sample_id, seed + index, flat, closed_loop)
+        fields, meta = _play(env, sample_id, seed + index, flat, closed_loop, oracle)
         dataset.update_dataset_from_buffer([EpisodeBuffer(id=index, **fields)])
         metadatas.append(meta)
     dataset.storage.update_episode_metadata(metadatas, range(len(played)))
@@ -453,6 +469,7 @@ def _package_version() -> str:
 __all__ = [
     "ENV_IDS",
     "FLAT_IDS",
+    "GoldPolicy",
     "REPLAY_IDS",
     "SIM_IDS",
     "dataset_folder",

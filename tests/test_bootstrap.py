@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.baselines import BaselineAgent
 from benchmarks import bootstrap
 from benchmarks.base import Prediction
+from benchmarks.baselines import BaselineAgent
 from benchmarks.bootstrap import (
     Resample,
     binary_statistic,

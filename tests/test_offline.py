@@ -5,6 +5,7 @@ Every dataset is written under pytest's tmp folder (never into the project) from
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -18,9 +19,13 @@ pytest.importorskip("h5py", reason="h5py (Minari's HDF5 storage) is not installe
 
 import rescue_env  # noqa: E402,F401  (registers the env ids)
 from policies.reference import OraclePolicy  # noqa: E402
+from rescue_env import offline  # noqa: E402
 from rescue_env.data import load_dataset  # noqa: E402
 from rescue_env.data.splits import SplitConfig, split_samples  # noqa: E402
-from rescue_env.offline import default_dataset_id, export_minari, flatten_action  # noqa: E402
+from rescue_env.offline import default_dataset_id, flatten_action  # noqa: E402
+
+# The replays' gold actions are the oracle's: the caller passes it in (rescue_env does not import the policies).
+export_minari = functools.partial(offline.export_minari, oracle=OraclePolicy())
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +61,8 @@ def _replay(dataset, env_id, **env_kwargs):
         sample_id = meta["options"]["sample_id"]
         assert meta["sample_id"] == sample_id
         observation, info = env.reset(seed=int(meta["seed"]), options={"sample_id": sample_id})
-        expected_length = info["steps"] if closed_loop else info["decision_points"]
+        # The length from the env, not the reset info: the default info leaves it out (issue 23).
+        expected_length = inner.limit if closed_loop else len(inner.episode(inner.dataset.get(sample_id)).points)
         people = info["participants"]
         if not closed_loop:
             assert len(episode) == expected_length  # one step per decision point
@@ -221,3 +227,23 @@ def test_the_cli_exports_the_demo(tmp_path: Path, capsys) -> None:
     code = main(["export", "minari", "--data", "demo", "--env", "Nope-v0", "-o", str(tmp_path / "other")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Nope-v0" in err
+
+
+def test_a_replay_needs_the_oracle_and_the_closed_loop_does_not(tmp_path):
+    with pytest.raises(ValueError, match=r"need the oracle policy; pass oracle=policies\.OraclePolicy\(\)") as error:
+        offline.export_minari("demo", "Rescue-v0", output=tmp_path)
+    assert "\n" not in str(error.value) and "Rescue-v0" in str(error.value)
+    assert not any(tmp_path.iterdir())  # nothing written
+    env = gym.make("Rescue-v1", data="demo")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="pass oracle="):
+        offline.gold_action(env)
+    env.close()
+    plain = offline.export_minari("demo", "RescueSim-v0", output=tmp_path / "plain", split="test")
+    given = export_minari("demo", "RescueSim-v0", output=tmp_path / "given", split="test")
+    episodes = zip(
+        minari.MinariDataset(plain / "data").iterate_episodes(), minari.MinariDataset(given / "data").iterate_episodes()
+    )
+    for a, b in episodes:  # the closed loop plays the recorded therapist: the oracle plays no part
+        np.testing.assert_array_equal(a.rewards, b.rewards)
+        np.testing.assert_array_equal(a.actions["strategy"], b.actions["strategy"])

@@ -2,7 +2,7 @@
 per-instance score dicts from ``info["score"]``, and the task's own ``summary`` per scope (couple, family, both).
 
 An actor is ``act(observation, env) -> action``. :func:`baseline_actor` plays the harness's built-in agents
-(``agents.baselines``: they answer with the JSON a model would send, turned into the action by
+(``benchmarks.baselines``: they answer with the JSON a model would send, turned into the action by
 ``env.action_from_answer``), so the oracle and the majority agent give the same numbers both ways (tested).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agents.baselines import BaselineAgent, BaselineName
+from benchmarks.baselines import BaselineAgent, BaselineName
 from benchmarks.envs.task_env import RescueTaskEnv
 from benchmarks.runs import Progress
 

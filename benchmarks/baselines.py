@@ -4,7 +4,8 @@ They answer a batch with the same JSON a model would send, so their answers go t
 and scorer: the oracle scoring perfectly proves the wiring end to end. ``random`` is seeded per instance (the
 answer does not depend on batching or order); ``majority`` answers the most frequent gold answer of the
 evaluated instances of the same scenario; ``heuristic`` applies each task's documented rules to the observable
-rows (``heuristic_answer`` in each task module).
+rows (``heuristic_answer`` in each task module). They are benchmark agents (task ``Instance``s in, each task
+module's ``oracle_answer`` ... ``heuristic_answer`` out), so they live beside the tasks, not in ``agents``.
 """
 
 from __future__ import annotations
