@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import time
@@ -33,9 +34,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.baselines import BASELINES, BaselineAgent
 from agents.client import EnvVarName
 from benchmarks.base import MODES, Instance, Mode, Prediction, PromptOptions, even_sample
+from benchmarks.baselines import BASELINES, BaselineAgent
 from benchmarks.failures import FailureBudgetExceeded
 from benchmarks.registry import get_task, make_batches
 from benchmarks.runs import (
@@ -48,6 +49,7 @@ from benchmarks.runs import (
 )
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.data.domain import RelationProtocol
+from rescue_env.data.overlaps import leak_groups
 
 API_FAILURE = "api_error"
 
@@ -193,6 +195,12 @@ class Evaluation(ModelRun):
         self._client = None
         self._judge_client = None
 
+    @functools.cached_property
+    def batch_groups(self) -> dict[str, str]:
+        """Segments of one session overlap, so requests keep whole couples/families (and overlapping samples)
+        apart, not just samples (``benchmarks.registry.make_batches``)."""
+        return leak_groups(self.dataset)
+
     # ----- set-up -------------------------------------------------------------------------------------------
 
     def _check_directory(self) -> None:
@@ -311,7 +319,7 @@ class Evaluation(ModelRun):
         """The batches of the whole plan (``make_batches`` over every instance of the task, so a resumed run forms
         exactly the batches of an uninterrupted one) that hold an instance still to answer: each is asked again
         whole, with the prompt it was first planned with."""
-        planned = make_batches(instances, self.config.batch_size or task.batch_size)
+        planned = make_batches(instances, self.config.batch_size or task.batch_size, self.batch_groups)
         return [batch for batch in planned if any(store.needs_answer(i) for i in batch)]
 
     async def _predict(self, task: ModuleType, instances: list[Instance], store: RunStore, bar: Progress) -> None:
@@ -339,6 +347,7 @@ class Evaluation(ModelRun):
             bar.describe(task.name.upper())
         batches = self._unfinished_batches(task, instances, store)
         waiting = {i.instance_id for i in pending}
+        fold = getattr(agent, "fold", None)  # cross-fitting (trained agents): the fold that held each instance out
 
         async def one(batch: list[Instance]) -> tuple[list[Instance], AgentReply, str]:
             messages = task.render(batch, self.samples, options)
@@ -370,6 +379,7 @@ class Evaluation(ModelRun):
                             "failure": prediction.failure,
                             "normalised": prediction.normalised,
                             "cached": reply.cached,
+                            **({"fold": fold[instance.instance_id]} if fold is not None else {}),
                         }
                     )
                 store.write(records)

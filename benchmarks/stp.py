@@ -11,8 +11,12 @@ text release: 1,290 couple + 347 family instances in 172 + 17 samples (Table 6).
 Candidates: the sample's participants (``domain.participants``) and the group label, each once. The authors'
 candidate list also maps every therapist-row target tuple through the same collapse, so ``Couple`` could appear two
 or three times; ours holds each label once (a duplicate adds no choice, only noise in the prompt). Every gold is a
-candidate by construction; the append for a gold outside the list never fires on the release. Unlike the authors'
-code, an answer with no valid candidate scores as a miss and is counted, and a short list is never padded.
+candidate: a therapist row whose target is not (a name that never speaks, is never addressed and is not in the
+sample's ``participants``) is dropped and counted (``outside_candidates``; ``rescue-bench tasks count``), never
+added to the list: a name that only the annotation knows would be the answer, shown to the model (0 of the
+release's rows; on a copy with annotations shuffled across samples, 520 of 628 instances, and a trained solver
+scored 44.0 by picking the added name). Unlike the authors' code, an answer with no valid candidate scores as a
+miss and is counted, and a short list is never padded.
 """
 
 from __future__ import annotations
@@ -99,6 +103,15 @@ def candidates_of(sample: Sample) -> list[str]:
     return list(dict.fromkeys([*participants(sample), group_label(scenario_of(sample))]))
 
 
+def outside_candidates(samples: Sequence[Sample]) -> list[tuple[str, int]]:
+    """(sample id, row position) of the therapist rows left out of STP because their target is no candidate."""
+    out: list[tuple[str, int]] = []
+    for sample in samples:
+        candidates = candidates_of(sample)
+        out += [(sample.sample_id, s.position) for s in support_rows(sample) if s.target not in candidates]
+    return out
+
+
 def choices(instance: Instance) -> list[str]:
     return list(instance.inputs["candidates"])
 
@@ -107,9 +120,10 @@ def build_instances(samples: Sequence[Sample]) -> list[Instance]:
     instances: list[Instance] = []
     for sample in samples:
         scenario = scenario_of(sample)
-        base = candidates_of(sample)
+        candidates = candidates_of(sample)
         for support in support_rows(sample):
-            candidates = base if support.target in base else [*base, support.target]
+            if support.target not in candidates:  # see outside_candidates: kept, the list would carry the answer
+                continue
             instances.append(
                 new_instance(
                     name,

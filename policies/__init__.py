@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from policies.base import Policy, make_action
+from policies.behaviour import BehaviourPolicy
 from policies.cloning import CloningPolicy
 from policies.heuristic import HeuristicPolicy, PerceivedStatePolicy
 from policies.imitation import ImitationPolicy
@@ -47,6 +48,7 @@ POLICIES: dict[str, type] = {
     "perceived": PerceivedStatePolicy,
     "imitation": ImitationPolicy,
     "cloning": CloningPolicy,
+    "behaviour": BehaviourPolicy,
 }
 """Registry name -> policy class (each has ``from_env(env, seed)``)."""
 
@@ -58,8 +60,11 @@ TRAINED = tuple(ALGORITHMS)
 """Prefixes of trained policies: ``ppo:PATH.zip``, ``a2c:PATH.zip`` (``policies.sb3.SB3Policy``, the ``rl`` extra)."""
 
 
-SIM_ONLY = frozenset({"recorded", "perceived", "imitation"})
-"""Policies of ``RescueSim-v0`` only (they read its perceived state or replay its recorded actions)."""
+SIM_ONLY = frozenset({"recorded", "perceived", "imitation", "behaviour"})
+"""Policies of the closed loops only (they read the perceived state, replay the recorded actions, or sample
+``RescueSim-v1``'s behaviour model)."""
+SIM_V1_ONLY = frozenset({"behaviour"})
+"""Policies of ``RescueSim-v1`` only (they sample its behaviour model)."""
 REPLAY_ONLY = frozenset({"oracle", "majority", "cloning"})
 """Policies of the replays only (they read, or are fitted on, the gold of the next row, which a closed loop does not
 have)."""
@@ -99,12 +104,14 @@ __all__ = [
     "AlwaysLastSpeaker",
     "AlwaysMostDistressed",
     "AlwaysMostVocal",
+    "BehaviourPolicy",
     "CloningPolicy",
     "ImitationPolicy",
     "PerceivedStatePolicy",
     "RecordedTherapist",
     "REPLAY_ONLY",
     "SIM_ONLY",
+    "SIM_V1_ONLY",
     "GroupGreedyPolicy",
     "HeuristicPolicy",
     "MajorityPolicy",

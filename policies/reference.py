@@ -170,13 +170,41 @@ class AlwaysInterveneEveryone(_Stateless):
 
 class AlwaysLastSpeaker(_Stateless):
     """Intervene at every decision point on the participant who just spoke (everyone when the last row was not a
-    participant's), with the first valid strategy."""
+    participant's), with ``strategy`` (an index of ``ALL_STRATEGY_KEYS``) where the scenario allows it, else the
+    first valid strategy (the default)."""
 
     name = "last-speaker"
 
+    def __init__(self, strategy: int | None = None) -> None:
+        self.strategy = strategy
+
     def act(self, observation: dict, env: RescueEnv) -> dict:
         slot = int(observation["last_speaker"])
-        return make_action(observation, True, [slot] if slot < n_participants(observation) else None)
+        return make_action(observation, True, [slot] if slot < n_participants(observation) else None, self.strategy)
+
+
+class ContentBlindPolicy:
+    """Intervene with probability ``rate`` at each decision point whatever is observed, on everyone, with
+    ``strategies[scenario]`` (an index of ``ALL_STRATEGY_KEYS``; the first valid one where none is given or the
+    scenario does not allow it). Draws with its own numpy Generator, re-seeded by ``reset(seed)``: rate 0 is
+    ``never``, rate 1 ``always-everyone`` with that strategy. The yardstick of "how often" without "when"."""
+
+    name = "content-blind"
+
+    def __init__(self, rate: float, strategies: dict[str, int] | None = None, seed: int | None = 0) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"rate must be in [0, 1], got {rate!r}")
+        self.rate, self.strategies = float(rate), dict(strategies or {})
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+
+    def act(self, observation: dict, env: RescueEnv) -> dict:
+        intervene = bool(self.rng.random() < self.rate)
+        strategy = self.strategies.get(SCENARIOS[int(observation["scenario"])])
+        return make_action(observation, intervene, None, strategy)
 
 
 class AlwaysMostVocal:

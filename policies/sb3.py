@@ -35,7 +35,15 @@ import gymnasium as gym
 import numpy as np
 
 from policies.base import make_action, unwrapped
-from rescue_env.envs.wrappers import FlatAction, FlatObservation, make_flat_env
+from rescue_env.envs.wrappers import (
+    DiscreteSupportAction,
+    FlatAction,
+    FlatObservation,
+    SimFlatObservation,
+    discrete_action_masks,
+    flat_action_masks,
+    make_flat_env,
+)
 
 if TYPE_CHECKING:
     from rescue_env.envs.replay import RescueEnv
@@ -55,15 +63,34 @@ SIDECAR_FORMAT = "rescue-env/sb3-policy"
 SIDECAR_VERSION = 1
 
 
-def algorithm_class(algo: str) -> type:
-    """The stable-baselines3 class of ``algo`` (``ppo``, ``a2c``)."""
+def algorithm_class(algo: str, saved: str | Path | None = None) -> type:
+    """The stable-baselines3 class of ``algo`` (``ppo``, ``a2c``); for ``ppo``, sb3-contrib's ``MaskablePPO`` when
+    the model saved at ``saved`` is one (``PPO.load`` cannot rebuild its policy)."""
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}; choose from {', '.join(ALGORITHMS)}")
     try:
         import stable_baselines3
     except ImportError as exc:  # pragma: no cover - the rl extra is installed wherever tests run
         raise ImportError("trained policies need stable-baselines3: pip install 'rescue-env[rl]'") from exc
+    if algo == "ppo" and saved is not None and _is_maskable(Path(saved)):
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
     return getattr(stable_baselines3, ALGORITHMS[algo])
+
+
+def _is_maskable(path: Path) -> bool:
+    """The zip at ``path`` holds an sb3-contrib maskable policy: read from the module name SB3 writes beside the
+    pickled policy class, so nothing is unpickled to find out."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = json.loads(archive.read("data"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return False  # not an SB3 zip: the loader itself says so
+    module = data.get("policy_class", {}).get("__module__", "") if isinstance(data, dict) else ""
+    return str(module).startswith("sb3_contrib.common.maskable")
 
 
 def model_path(path: str | Path) -> Path:
@@ -90,6 +117,24 @@ def feature_settings(feature_kwargs: Mapping[str, Any] | None = None) -> dict[st
     if unknown:
         raise ValueError(f"unknown feature setting(s) {', '.join(unknown)}; choose from {', '.join(FEATURE_DEFAULTS)}")
     return {**FEATURE_DEFAULTS, **given}
+
+
+def _space_text(space: gym.Space) -> str:
+    """``[2, 2, ..., 11]`` for a ``MultiDiscrete`` (numpy's repr pads it with spaces), ``Discrete(89)`` otherwise."""
+    return str(space.nvec.tolist()) if isinstance(space, gym.spaces.MultiDiscrete) else str(space)
+
+
+def _read_sidecar(side: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(side.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{side}: not valid JSON ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
+        raise ValueError(f"{side}: not a {SIDECAR_FORMAT} sidecar")
+    if meta.get("version") != SIDECAR_VERSION:
+        version = meta.get("version")
+        raise ValueError(f"{side}: sidecar version {version!r}, this rescue-env reads {SIDECAR_VERSION}")
+    return meta
 
 
 class _Spaces(gym.Env):
@@ -146,8 +191,9 @@ class SB3Policy:
         self.training = dict(training or {})
         self.name = name or algo
         self._source: gym.Space | None = None
+        self._assumed = self.training.get("sidecar") == "missing"
         self.flat_observation: FlatObservation | None = None
-        self.flat_action: FlatAction | None = None
+        self.flat_action: FlatAction | DiscreteSupportAction | None = None
 
     # ----- saving and loading ---------------------------------------------------------------------------------
 
@@ -177,23 +223,27 @@ class SB3Policy:
         zip_path, side = model_path(path), sidecar_path(path)
         if not zip_path.is_file():
             raise FileNotFoundError(f"no trained model at {zip_path}")
-        if not side.is_file():
-            raise FileNotFoundError(
-                f"{side}: the sidecar with the model's feature settings is missing (train() writes it next to the zip)"
+        if side.is_file():
+            meta = _read_sidecar(side)
+            saved = meta.get("algo")
+            if algo is not None and algo != saved:
+                raise ValueError(f"{zip_path} holds a {saved} model, not {algo} (use {saved}:{path})")
+        else:
+            # A model saved by SB3 itself (``model.save``) has no sidecar: the flat ids' defaults are the settings it
+            # was most likely trained with, and a wrong guess is caught by ``bind``'s shape check.
+            saved = algo or "ppo"
+            meta = {"algo": saved, "feature_kwargs": {}, "env_settings": {}, "training": {"sidecar": "missing"}}
+            defaults = ", ".join(f"{k}={v!r}" for k, v in FEATURE_DEFAULTS.items())
+            print(
+                f"note: {side.name} (the feature settings' sidecar) is missing beside {zip_path.name}; playing it with "
+                f"the flat ids' default features ({defaults})",
+                file=sys.stderr,
             )
         try:
-            meta = json.loads(side.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{side}: not valid JSON ({exc})") from None
-        if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
-            raise ValueError(f"{side}: not a {SIDECAR_FORMAT} sidecar")
-        if meta.get("version") != SIDECAR_VERSION:
-            version = meta.get("version")
-            raise ValueError(f"{side}: sidecar version {version!r}, this rescue-env reads {SIDECAR_VERSION}")
-        saved = meta.get("algo")
-        if algo is not None and algo != saved:
-            raise ValueError(f"{zip_path} holds a {saved} model, not {algo} (use {saved}:{path})")
-        model = algorithm_class(saved).load(zip_path, device="cpu")
+            model = algorithm_class(saved, zip_path).load(zip_path, device="cpu")
+        except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+            first = " ".join(str(exc).split())[:200]
+            raise ValueError(f"{zip_path}: stable-baselines3 cannot load it as a {saved} model ({first})") from None
         policy = cls(
             model,
             saved,
@@ -206,6 +256,11 @@ class SB3Policy:
             policy.bind(env)
         return policy
 
+    @property
+    def masked(self) -> bool:
+        """The model predicts with action masks (sb3-contrib's ``MaskablePPO``): it is given the observation's."""
+        return type(self.model).__name__ == "MaskablePPO"
+
     # ----- the Policy protocol --------------------------------------------------------------------------------
 
     def bind(self, env: Any) -> None:
@@ -217,16 +272,22 @@ class SB3Policy:
         if space is self._source:
             return
         if self._source is None or space != self._source:
-            observer = FlatObservation(_Spaces(space, base.action_space), **self.feature_kwargs)
-            actor = FlatAction(observer)
+            # The encoder of the env's flat id (the sim adds its perceived state), the decoder of the model's
+            # action space (``RescueFlat``'s MultiDiscrete or ``RescueFlatDiscrete``'s Discrete).
+            encoder = SimFlatObservation if "distress" in space.spaces else FlatObservation
+            observer = encoder(_Spaces(space, base.action_space), **self.feature_kwargs)
+            discrete = isinstance(self.model.action_space, gym.spaces.Discrete)
+            actor = DiscreteSupportAction(observer) if discrete else FlatAction(observer)
             expected, got = self.model.observation_space.shape, observer.observation_space.shape
-            if expected != got or not np.array_equal(self.model.action_space.nvec, actor.action_space.nvec):
+            if expected != got or self.model.action_space != actor.action_space:
+                slots = self.env_settings.get("max_participants")
+                trained = "" if slots is None else f" (trained with max_participants={slots}, the env has "
+                trained += "" if slots is None else f"{getattr(base, 'max_participants', '?')})"
+                missing = " (no sidecar: the default features were assumed)" if self._assumed else ""
                 raise ValueError(
                     f"{self.name}: the model reads {expected[0]} features and acts on "
-                    f"{self.model.action_space.nvec.tolist()}, the env gives {got[0]} and "
-                    f"{actor.action_space.nvec.tolist()} (trained with max_participants="
-                    f"{self.env_settings.get('max_participants', '?')}, the env has "
-                    f"{getattr(base, 'max_participants', '?')})"
+                    f"{_space_text(self.model.action_space)}, the env gives {got[0]} and "
+                    f"{_space_text(actor.action_space)}{trained}{missing}"
                 )
             self.flat_observation, self.flat_action = observer, actor
         self._source = space
@@ -242,6 +303,15 @@ class SB3Policy:
     def reset(self, seed: int | None = None) -> None:
         """Nothing to reset: the policy is deterministic and keeps no state across steps."""
 
+    def action_masks(self, observation: dict) -> np.ndarray:
+        """The model's action masks for ``observation`` (its own ``target_mask``, ``strategy_mask`` and last speaker:
+        the masks the flat id gave in training)."""
+        target, strategy = observation["target_mask"], observation["strategy_mask"]
+        if isinstance(self.flat_action, DiscreteSupportAction):
+            slot = int(observation["last_speaker"])
+            return discrete_action_masks(target, strategy, slot if slot < target.size - 1 else None)
+        return flat_action_masks(target, strategy)
+
     def encode(self, observation: dict, env: Any = None) -> np.ndarray:
         """The flat vector the model sees for ``observation`` (``FlatObservation.observation``)."""
         if env is not None:
@@ -252,7 +322,8 @@ class SB3Policy:
 
     def act(self, observation: dict, env: RescueEnv | None = None) -> dict:
         vector = self.encode(observation, env)
-        flat, _ = self.model.predict(vector, deterministic=True)
+        masks = {"action_masks": self.action_masks(observation)} if self.masked else {}
+        flat, _ = self.model.predict(vector, deterministic=True, **masks)
         action = self.flat_action.action(flat)
         target = action["target"]
         # The last bit is the group (everyone); otherwise the chosen slots, of which make_action keeps the present.

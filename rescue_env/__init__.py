@@ -21,8 +21,21 @@ def _register_environments() -> None:
         register(id="RescueFlat-v1", entry_point="rescue_env.envs.wrappers:make_flat_env", kwargs={"version": 1})
     if "RescueSim-v0" not in registry:
         register(id="RescueSim-v0", entry_point="rescue_env.envs.sim:RescueSimEnv")
+    if "RescueSim-v1" not in registry:
+        register(id="RescueSim-v1", entry_point="rescue_env.envs.sim_v1:RescueSimEnvV1")
     if "RescueSimFlat-v0" not in registry:
         register(id="RescueSimFlat-v0", entry_point="rescue_env.envs.wrappers:make_sim_flat_env")
+    # The same flat observations with one Discrete action (wrappers.DiscreteSupportAction): a quicker learner's
+    # action space than RescueFlat's MultiDiscrete; a different action space, so ids of their own.
+    for env_id, entry_point, kwargs in (
+        ("RescueFlatDiscrete-v0", "make_flat_env", {"action": "discrete"}),
+        ("RescueFlatDiscrete-v1", "make_flat_env", {"action": "discrete", "version": 1}),
+        ("RescueSimFlatDiscrete-v0", "make_sim_flat_env", {"action": "discrete"}),
+        ("RescueSimFlat-v1", "make_sim_flat_env", {"version": 1}),
+        ("RescueSimFlatDiscrete-v1", "make_sim_flat_env", {"action": "discrete", "version": 1}),
+    ):
+        if env_id not in registry:
+            register(id=env_id, entry_point=f"rescue_env.envs.wrappers:{entry_point}", kwargs=kwargs)
 
     # The multi-party views, by id in PettingZoo's registry (``pettingzoo.make("parallel" | "aec", id)``). That
     # registry only exists from PettingZoo 1.27 on (pyproject allows older ones): without it, the views are still

@@ -8,7 +8,7 @@
     rescue-bench rollout --policy NAME|ALGO:MODEL.zip | --model M [--split train|test|all] [--episodes N]
                          [--few-shot K] [--history] [--reward PRESET] --output runs/NAME [--json] [--render N]
     rescue-bench report RUN_DIR [RUN_DIR ...] | --data PATH [-o DIR] [--episode SAMPLE_ID]
-    rescue-bench dynamics fit | report [PATH]
+    rescue-bench dynamics fit | report | validate [PATH] [--episodes K] [--ppo MODEL.zip ...] [--output DIR]
 
 PATH is the release JSONL, a directory of per-sample JSON files, or ``demo`` (the default: the embedded demo
 data). Errors are reported as one line each, never as a traceback.
@@ -16,12 +16,14 @@ data). Errors are reported as one line each, never as a traceback.
 Exit codes:
 
 - 0: ok.
-- 1: data problems were found (``data validate``, an unreadable dataset), or a run finished with failed answers
-  or judge verdicts (unless ``--allow-failures``), or stopped at the failure budget (``--max-failures``); what it
-  has is kept, and re-running the same command resumes it.
+- 1: data problems were found (``data validate``, an unreadable dataset), or no sample could be read (an empty
+  file, random bytes, every sample invalid: every command that reads data says "0 samples could be read from
+  PATH: ..." in one line), or a run finished with failed answers or judge verdicts (unless ``--allow-failures``),
+  or stopped at the failure budget (``--max-failures``); what it has is kept, and re-running the same command
+  resumes it.
 - 2: usage or set-up error: a bad option (e.g. a key pasted into ``--api-key-env``), a missing or empty key
-  variable, an unreachable endpoint, a refused key, an unknown model, or nothing to evaluate (0 samples, or 0
-  instances after ``--sample-ids``/``--limit``). Nothing is written to the run directory.
+  variable, an unreachable endpoint, a refused key, an unknown model, or nothing to evaluate in valid data (0
+  samples or 0 instances left after ``--sample-ids``/``--limit``). Nothing is written to the run directory.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from rescue_env import __version__
-from rescue_env.data.loading import DEMO, DataError, Dataset, load_dataset
+from rescue_env.data.loading import DEMO, DataError, Dataset, LoadReport, load_dataset
+from rescue_env.data.overlaps import overlap_lines, overlap_summary
 from rescue_env.data.schema import SCENARIOS
 from rescue_env.data.stats import SCOPES, ScopeStats, dataset_stats
 
@@ -152,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(commands)
     _add_compare(commands)
     _add_export(commands)
+    _add_serve(commands)
     _add_dynamics(commands)
     _use_formatter(parser)
     return parser
@@ -184,6 +188,56 @@ def _add_dynamics(commands: argparse._SubParsersAction) -> None:
             command.add_argument("--bootstrap", type=_count(0), default=200, help="bootstrap resamples over groups")
             command.add_argument("--json", action="store_true", help="print one JSON object")
             command.set_defaults(handler=_cmd_dynamics_report)
+    validate = sub.add_parser(
+        "validate",
+        help="is RescueSim-v1 fit to train on: held-out fit of F and F1, F1's action terms, the one-step optimum, "
+        "a policy table on held-out starts, calibration and verdicts (issue 24)",
+        description=textwrap.fill(
+            "Fit RescueSim-v1's F1 and behaviour model on the train side of the grouped split and read everything on "
+            "the test side: (a) held-out error of F's and F1's distress heads and F's viewpoint head against "
+            "persistence and the training mean; (b) the data behind each action term of F1, its shrinkage and block "
+            "selection; (c) what the privileged one-step optimum does; (d) a policy table (per-step return, group "
+            "term, mean log pi_b, each with a 95 percent interval over held-out starts and paired against the best "
+            "non-privileged policy); (e) each policy's total-variation distance to the therapist's actions; (f) a "
+            "calibration curve; (g) verdicts for the issue's criteria. The computation is "
+            "benchmarks.reports.closed_loop (its docstring has every definition).",
+            width=100,
+        ),
+    )
+    _add_data_source(validate)
+    validate.add_argument(
+        "--seed", type=int, default=0, help="seed of the grouped split, the episodes and the bootstrap"
+    )
+    validate.add_argument(
+        "--test-fraction", type=_real(0, 1, open_interval=True), default=0.2, help="share of conversations held out"
+    )
+    validate.add_argument(
+        "--episodes",
+        type=_count(1),
+        default=3,
+        metavar="K",
+        help="episodes per held-out start (same env seeds for all)",
+    )
+    validate.add_argument("--bootstrap", type=_count(1), default=1000, help="bootstrap resamples of the intervals")
+    validate.add_argument(
+        "--beta",
+        type=_real(0, math.inf),
+        default=None,
+        help="RescueSim-v1's behaviour weight (default: the env's rule)",
+    )
+    validate.add_argument(
+        "--ppo",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a trained model for the table (scripts/train_sim_ppo.py's model.zip beside its model.json, or a "
+        "policies.sb3 model); repeatable",
+    )
+    validate.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    validate.add_argument(
+        "--output", "-o", default=None, metavar="DIR", help="also write results.json, CSVs, figures and report.md here"
+    )
+    validate.set_defaults(handler=_cmd_dynamics_validate)
 
 
 def _dynamics_settings(args: argparse.Namespace):
@@ -239,6 +293,72 @@ def _cmd_dynamics_report(args: argparse.Namespace) -> int:
         print(json.dumps({"data": {"source": dataset.source, "sha256": dataset.sha256}, **report}, indent=2))
     else:
         print(format_report(report), end="")
+    return 0
+
+
+def _cmd_dynamics_validate(args: argparse.Namespace) -> int:
+    from benchmarks.reports.closed_loop import (
+        closed_loop_validation,
+        format_validation,
+        load_trained_sim,
+        payload,
+        write_validation,
+    )
+    from benchmarks.runs import versions
+
+    trained: dict[str, Any] = {}
+    try:
+        if args.output is not None:
+            _check_output(args.output)
+        for path in args.ppo:  # before the minutes of work: a bad path is a one-line set-up error
+            policy = load_trained_sim(path)
+            if policy.name in trained:
+                raise ValueError(f"--ppo {path} is given twice")
+            trained[policy.name] = policy
+    except (OSError, ValueError) as exc:
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    dataset = _load(args)
+    _report_problems(dataset, first=5)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)  # lines, not a bar: they show in logs and pipes too
+
+    try:
+        validation = closed_loop_validation(
+            dataset,
+            seed=args.seed,
+            test_fraction=args.test_fraction,
+            episodes=args.episodes,
+            bootstrap=args.bootstrap,
+            beta=args.beta,
+            trained=trained,
+            progress=progress,
+        )
+    except ValueError as exc:
+        raise DataError(_first_error(exc)) from None
+    config = {
+        "data": dataset.source,
+        "seed": args.seed,
+        "test_fraction": args.test_fraction,
+        "episodes": args.episodes,
+        "bootstrap": args.bootstrap,
+        "beta": args.beta,
+        "ppo": list(args.ppo),
+    }
+    found = versions()
+    if args.json:
+        print(json.dumps(payload(validation, config=config, versions=found), indent=2))
+    else:
+        print(format_validation(validation), end="")
+    if args.output is not None:
+        try:
+            written = write_validation(validation, args.output, config=config, versions=found)
+        except (OSError, ValueError) as exc:
+            raise DataError(f"cannot write {args.output}: {_first_error(exc)}") from None
+        print(
+            f"wrote {len(written)} files under {args.output} (results.json, CSVs, figures, report.md)", file=sys.stderr
+        )
     return 0
 
 
@@ -696,10 +816,10 @@ def _load(args: argparse.Namespace, strict: bool = False) -> Dataset:
     return load_dataset(path, sample_ids=args.sample_ids, limit=args.limit, strict=strict)
 
 
-def _report_problems(dataset: Dataset, first: int | None = None) -> None:
+def _report_problems(dataset: Dataset | LoadReport, first: int | None = None) -> None:
     """The load problems on stderr (the ``first`` ones only, for commands whose job is not validating), then
     the count of skipped samples."""
-    report = dataset.report
+    report = dataset if isinstance(dataset, LoadReport) else dataset.report
     shown = report.problems if first is None else report.problems[:first]
     for problem in shown:
         print(problem, file=sys.stderr)
@@ -720,7 +840,13 @@ def _report_problems(dataset: Dataset, first: int | None = None) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    dataset = _load(args, strict=args.strict)
+    try:
+        dataset = _load(args, strict=args.strict)
+    except DataError as exc:
+        # No sample could be read: validating still lists every problem, before main's one line (exit 1).
+        if exc.report is not None:
+            _report_problems(exc.report)
+        raise
     _report_problems(dataset)
     counts = {s: len(dataset.by_scenario(s)) for s in SCENARIOS}
     rows = sum(len(s.rows) for s in dataset)
@@ -728,6 +854,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         f"{dataset.source}: {len(dataset)} valid sample(s) ({counts['couple']} couple, {counts['family']} family), "
         f"{rows} rows, {len(dataset.report.problems)} problem(s)"
     )
+    print("\n".join(overlap_lines(overlap_summary(dataset))))
     return 1 if dataset.report.problems else 0
 
 
@@ -735,12 +862,15 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     dataset = _load(args)
     _report_problems(dataset)
     stats = dataset_stats(dataset, protocol=args.protocol)
+    overlaps = overlap_summary(dataset)
     if args.json:
         payload = {scope: value.model_dump() for scope, value in stats.items()}
         payload["source"] = {"path": dataset.source, "sha256": dataset.sha256, "protocol": args.protocol}
+        payload["overlaps"] = overlaps
         print(json.dumps(payload, indent=2))
     else:
         print(format_stats(stats))
+        print("\n" + "\n".join(overlap_lines(overlaps)))
     return 0
 
 
@@ -773,6 +903,7 @@ def _cmd_tasks_list(args: argparse.Namespace) -> int:
 
 def _cmd_tasks_count(args: argparse.Namespace) -> int:
     from benchmarks.registry import TASK_NAMES, get_task
+    from rescue_env.data.domain import scenario_of
 
     dataset = _load(args)
     _report_problems(dataset)
@@ -784,6 +915,11 @@ def _cmd_tasks_count(args: argparse.Namespace) -> int:
         for scenario in SCENARIOS:
             chosen = [i for i in instances if i.scenario == scenario]
             counts[scenario][name] = {"instances": len(chosen), "samples": len({i.sample_id for i in chosen})}
+    # STP leaves out rows whose annotated target is no candidate (benchmarks/stp.py): counted, never hidden.
+    scenario_by_id = {s.sample_id: scenario_of(s) for s in dataset}
+    dropped = [scenario_by_id[sid] for sid, _ in get_task("stp").outside_candidates(dataset.samples)]
+    for scenario in SCENARIOS:
+        counts[scenario]["stp"]["outside_candidates"] = dropped.count(scenario)
     if args.json:
         print(json.dumps(counts, indent=2))
     else:
@@ -793,6 +929,11 @@ def _cmd_tasks_count(args: argparse.Namespace) -> int:
         ]
         print("Task instances (covered samples), paper Table 6")
         print(_table(["task", "couple", "family"], rows))
+        if dropped:
+            print(
+                f"STP leaves out {len(dropped)} therapist row(s) whose annotated target is nobody the sample shows "
+                "(never speaks, never addressed, not listed): as a candidate it would be the answer"
+            )
     return 0
 
 
@@ -930,7 +1071,7 @@ def _add_compare(commands: argparse._SubParsersAction) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from agents.baselines import BASELINES
+    from benchmarks.baselines import BASELINES
     from benchmarks.solvers import SOLVERS
     from benchmarks.solvers.comparison import compare_solvers
 
@@ -947,10 +1088,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"error: {what}; baselines: {', '.join(BASELINES)}; solvers: {', '.join(SOLVERS)}", file=sys.stderr)
         return 2
     _check_output(args.output)
-    dataset = load_dataset(args.data)
+    dataset = load_dataset(args.data)  # no sample read: DataError (exit 1), as for every command
     _report_problems(dataset, first=5)
-    if len(dataset) == 0:
-        raise DataError(f"{args.data}: 0 samples loaded; nothing to compare")
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     compare_solvers(
         dataset, args.data, Path(args.output), solvers=solvers, baselines=baselines, seeds=seeds, folds=args.folds,
@@ -988,17 +1127,94 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
 
 
 def _cmd_export_minari(args: argparse.Namespace) -> int:
+    from policies.reference import OraclePolicy
     from rescue_env.offline import export_minari
 
     try:
         folder = export_minari(
             args.data, args.env_id, output=args.output, dataset_id=args.dataset_id, split=args.split,
-            seed=args.seed, overwrite=args.overwrite,
+            seed=args.seed, overwrite=args.overwrite, oracle=OraclePolicy(),
         )  # fmt: skip
     except ValueError as exc:
         print(f"error: {_first_error(exc)}", file=sys.stderr)
         return 2
     print(f"Minari dataset: {folder}")
+    return 0
+
+
+def _add_serve(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve Rescue-v0/v1 or the closed loop RescueSim-v0/v1 with OpenEnv (HTTP + WebSocket)",
+        description=textwrap.fill(
+            "Serve one env id with openenv-core (bridges.openenv_server): each WebSocket session (/ws, the client "
+            "bridges.openenv_client.RescueEnvClient or RemoteRescueEnv) plays its own gym.make(ENV, **kwargs), "
+            "with typed actions and observations (arrays as lists); /health, /schema and /metadata describe it. "
+            "Runs until Ctrl-C. --port 0 takes a free port; the first line printed says which. Needs openenv-core "
+            "(pip install 'openenv-core>=0.3,<0.4').",
+            width=100,
+        ),
+        epilog="examples:\n"
+        "  rescue-bench serve --env RescueSim-v0 --port 8000\n"
+        "  rescue-bench serve --env Rescue-v1 --port 0 --data benchmark_191.jsonl --env-kwarg reward=group",
+    )
+    serve.add_argument(
+        "--env", dest="env_id", metavar="ID", default="RescueSim-v0", help="Rescue-v0, Rescue-v1, RescueSim-v0 or -v1"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (0: a free one)")
+    serve.add_argument(
+        "--data", default=None, metavar="PATH", help="the env's data: JSONL, directory or 'demo' (default)"
+    )
+    serve.add_argument(
+        "--env-kwarg",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="another keyword of gym.make (repeatable; VALUE is read as JSON, else as a string)",
+    )
+    serve.add_argument("--max-sessions", type=_count(1), default=4, metavar="N", help="WebSocket sessions at once")
+    serve.add_argument(
+        "--log-level", choices=["critical", "error", "warning", "info", "debug"], default="warning", help="uvicorn's"
+    )
+    serve.set_defaults(handler=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    kwargs: dict[str, Any] = {}
+    for item in args.env_kwarg or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            print(f"error: --env-kwarg wants KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        try:
+            kwargs[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            kwargs[key.strip()] = raw
+    if args.data is not None:
+        kwargs["data"] = args.data
+    try:
+        from bridges.openenv_server import BridgeError, Server
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] == "bridges":
+            print(f"error: rescue-bench serve needs the project's bridges/ package: {exc}", file=sys.stderr)
+        else:
+            hint = "pip install 'openenv-core>=0.3,<0.4'"
+            print(f"error: rescue-bench serve needs openenv-core ({hint}): {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = Server(
+            args.env_id, kwargs, host=args.host, port=args.port, max_sessions=args.max_sessions,
+            log_level=args.log_level,
+        )  # fmt: skip
+    except BridgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"serving {args.env_id} with OpenEnv on {server.url} (sessions: {server.ws_url}); Ctrl-C stops", flush=True)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn stopped on Ctrl-C, then raised it again
+        return 0
     return 0
 
 

@@ -33,6 +33,7 @@ from benchmarks.runner import EvalConfig, Evaluation  # noqa: E402
 from benchmarks.runs import RunOptions  # noqa: E402
 from rescue_env.data import load_dataset  # noqa: E402
 from rescue_env.data.domain import participants  # noqa: E402
+from rescue_env.data.overlaps import leak_groups  # noqa: E402
 
 RELEASE = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text.jsonl"
 
@@ -111,12 +112,13 @@ def token_comparison(dataset, limit: int) -> list[str]:
         return litellm.token_counter(model="gpt-4o", text=text)
 
     samples = {s.sample_id: s for s in dataset}
+    groups = leak_groups(dataset)
     lines = []
     for name in ("itp", "rpp", "stp", "ssp"):
         task = get_task(name)
         instances = task.build_instances(dataset.samples)[:limit]
         ours_prompt = ours_items = authors = 0
-        for batch in make_batches(instances, task.batch_size):
+        for batch in make_batches(instances, task.batch_size, groups):
             messages = task.render(batch, samples, PromptOptions())
             text = "\n".join(m["content"] for m in messages)
             ours_prompt += count(text)

@@ -235,13 +235,15 @@ def planned_requests(data: str, limit: int | None) -> int:
     from benchmarks.registry import get_task, make_batches
     from benchmarks.runner import limit_instances
     from rescue_env.data import load_dataset
+    from rescue_env.data.overlaps import leak_groups
 
     dataset = load_dataset(data)
+    groups = leak_groups(dataset)
     total = 0
     for name in RANKED.split(","):
         task = get_task(name)
         instances = limit_instances(task.build_instances(dataset.samples), limit)
-        total += len(make_batches(instances, task.batch_size))
+        total += len(make_batches(instances, task.batch_size, groups))
     return total
 
 

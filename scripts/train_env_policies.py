@@ -33,7 +33,9 @@ loop ``RescueSimFlat-v0`` and the task envs ``RescueITPFlat-v0``, ``RescueRPPFla
    metric: ``env, kind, policy, role, scope, metric, value``; ``pandas.read_csv`` reads it; values are fractions,
    returns are the env's reward), ``training.csv`` (one row per env), ``results.md`` and the self-contained
    ``results.html`` (training table, learning curves, held-out tables), ``figures/ENV-learning-curve.png`` (the
-   project's ``learning_curve_figure``, with its numbers as ``.csv``), ``config.json`` and the models.
+   project's ``learning_curve_figure`` of the return *per step*, return / length, since the raw return mostly
+   says how long the episode was and, in the sim, whether its calm bonus was paid; with its numbers, raw and per
+   step, as ``.csv``), ``config.json`` and the models.
 
 The default --timesteps (4096 per env) runs the whole script on the demo data in about two minutes on two cores:
 a smoke test, not training. On the release (153 train / 38 test conversations), --timesteps 16384 --n-steps 1024
@@ -553,6 +555,37 @@ def curve_of(training: Training) -> pd.DataFrame:
     return learning_curve_frame({training.env_id: training.monitor})
 
 
+PER_STEP_NOTE = (
+    "return / length: episodes differ in length (one conversation each; the sim ends early once calm and then adds "
+    "the calm state's reward for every step left, so its raw returns spike)"
+)
+
+
+def per_step_curve(curve: pd.DataFrame) -> pd.DataFrame:
+    """``curve`` with ``return_per_step`` (each training episode's return / its length) and its rolling mean over
+    the same window as ``rolling_mean``. The raw Monitor return is a sum over an episode's steps, so it mostly says
+    which conversation was drawn (their lengths differ several times over) and, in the sim, whether the calm
+    bonus (``info["calm_bonus"]``: the calm state's reward for every remaining step, up to 55 on the release) was
+    paid: per step, learning shows."""
+    per_step = curve["return"] / curve["length"].where(curve["length"] > 0)
+    rolling = per_step.copy()
+    for _, part in curve.groupby("label", sort=False):
+        window = int(part["window"].iloc[0])
+        rolling[part.index] = per_step[part.index].rolling(window, min_periods=1).mean()
+    return curve.assign(return_per_step=per_step, rolling_mean_per_step=rolling)
+
+
+def per_step_figure(curve: pd.DataFrame) -> Any:
+    """The project's ``learning_curve_figure`` drawn on the return per step (``per_step_curve``), labelled so."""
+    figure = learning_curve_figure(
+        curve.assign(**{"return": curve["return_per_step"], "rolling_mean": curve["rolling_mean_per_step"]})
+    )
+    axes = figure.axes[0]
+    axes.set_ylabel("training episode return per step")
+    axes.set_title(f"Learning curve per step ({PER_STEP_NOTE})", fontsize=8, wrap=True)
+    return figure
+
+
 def training_row(training: Training, curve: pd.DataFrame, output: Path) -> Row:
     window = int(curve["window"].iloc[0]) if len(curve) else 0
     return {
@@ -597,7 +630,7 @@ def build_report(
     frame_rows = []
     curves: dict[str, pd.DataFrame] = {}
     for training in trainings:
-        curves[training.env_id] = curve_of(training)
+        curves[training.env_id] = per_step_curve(curve_of(training))
         frame_rows.append(training_row(training, curves[training.env_id], settings.output))
     frame = pd.DataFrame(frame_rows)
     report.heading("Training")
@@ -618,7 +651,10 @@ def build_report(
             for r in frame_rows
         ],
     )
-    report.paragraph("First / last return: the mean training-episode return over the first and last rolling windows.")
+    report.paragraph(
+        "First / last return: the mean training-episode return over the first and last rolling windows. The learning "
+        f"curves below show the return per step ({PER_STEP_NOTE})."
+    )
     for training in trainings:
         report.heading(training.env_id)
         curve = curves[training.env_id]
@@ -626,9 +662,10 @@ def build_report(
             report.paragraph(f"No training episode ended within {training.timesteps:,} steps: no learning curve.")
         else:
             report.figure(
-                learning_curve_figure(curve),
+                per_step_figure(curve),
                 f"{training.env_id}-learning-curve",
-                f"{training.env_id}: training episode return against timesteps ({training.algo}, train side)",
+                f"{training.env_id}: training episode return per step against timesteps ({training.algo}, train side;"
+                f" {PER_STEP_NOTE})",
                 data=curve,
             )
         header, rows = metric_table(results, training.env_id)

@@ -1,5 +1,11 @@
-"""Train MaskablePPO on ``RescueSimFlat-v0`` (training-split starts), draw its learning curve, and evaluate it on
-the held-out starts next to every baseline, with an analysis of what the trained policy actually does.
+"""Train MaskablePPO on ``RescueSimFlatDiscrete-v1`` (training-split starts), draw its learning curve, and evaluate it
+on the held-out starts next to every baseline, with an analysis of what the trained policy actually does.
+
+``--env-version 0`` trains on ``RescueSim-v0`` as before (headline: the discounted return); v1 (the default: F1,
+the behaviour prior, no calm end) compares the per-step return and reports its two terms apart (the group term per
+step, the mean log pi_b), with the cloned therapist (``behaviour``) among the baselines; PPO's entropy bonus
+defaults to v1's beta, which makes the objective the KL-regularised one (``RescueSim-v1``'s docstring).
+``--action multidiscrete`` trains on ``RescueSimFlat-v*`` instead of the one Discrete action.
 
     python scripts/train_sim_ppo.py                                  # the release when present, else the demo
     python scripts/train_sim_ppo.py --timesteps 200000 --eval-seeds 10 --output runs/sim_ppo
@@ -66,7 +72,8 @@ from policies.sb3 import close_monitor_log, monitor_path, progress_callback, qui
 from rescue_env.data import Dataset, load_dataset
 from rescue_env.dynamics.outcome import SupportAction, recipient_kind
 from rescue_env.envs.sim import RescueSimEnv
-from rescue_env.envs.wrappers import SimFlatObservation, make_sim_flat_env
+from rescue_env.envs.sim_v1 import RescueSimEnvV1
+from rescue_env.envs.wrappers import DiscreteSupportAction, SimFlatObservation, discrete_action_masks, make_sim_flat_env
 from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +85,10 @@ SIDECAR_VERSION = 1
 TRAINED = ("ppo", "ppo-stochastic")
 CONSTANT_NAMES = ("never", "last-speaker", "most-vocal", "most-distressed")
 OTHER_BASELINES = ("random", "heuristic", "perceived", "imitation", "recorded", "group-greedy")
+V1_BASELINES = ("behaviour",)
+"""Baselines of ``RescueSim-v1`` only: the cloned therapist (its behaviour model, sampled from the observation)."""
+METRIC = {0: "discounted_return", 1: "per_step_return"}
+"""The headline of each env version: v1 has no calm end and compares conversations of different lengths per step."""
 PRIVILEGED = frozenset({"most-distressed", "recorded", "group-greedy"})
 TO_BEAT_OTHERS = ("heuristic", "perceived", "imitation")
 """Besides every constant: the policies the trained one is asked to beat (observation-only, or fitted)."""
@@ -122,7 +133,9 @@ class TrainedSimPolicy:
     def __init__(self, model: Any, feature_kwargs: Mapping[str, Any], deterministic: bool = True) -> None:
         self.model, self.feature_kwargs, self.deterministic = model, dict(feature_kwargs), deterministic
         self.name = "ppo" if deterministic else "ppo-stochastic"
+        self.discrete = type(model.action_space).__name__ == "Discrete"  # RescueSimFlatDiscrete's one action
         self._encoder: SimFlatObservation | None = None
+        self._decoder: DiscreteSupportAction | None = None
         self._space: Any = None
 
     def encode(self, observation: Mapping[str, Any], env: Any) -> np.ndarray:
@@ -130,6 +143,8 @@ class TrainedSimPolicy:
         if self._encoder is None or base.observation_space is not self._space:
             # A pure function of the observation: the wrapper never steps or resets the env it is built on.
             self._encoder, self._space = SimFlatObservation(base, **self.feature_kwargs), base.observation_space
+            # The discrete action is decoded as in training: its "last speaker" is the encoded observation's.
+            self._decoder = DiscreteSupportAction(self._encoder) if self.discrete else None
         return self._encoder.observation(dict(observation))
 
     def reset(self, seed: int | None = None) -> None:
@@ -140,6 +155,13 @@ class TrainedSimPolicy:
 
     def act(self, observation: Mapping[str, Any], env: Any) -> dict[str, Any]:
         vector = self.encode(observation, env)
+        if self._decoder is not None:
+            slot = int(observation["last_speaker"])
+            target = np.asarray(observation["target_mask"])
+            masks = discrete_action_masks(target, np.asarray(observation["strategy_mask"]),
+                                          slot if slot < target.size - 1 else None)  # fmt: skip
+            index, _ = self.model.predict(vector, action_masks=masks, deterministic=self.deterministic)
+            return self._decoder.action(int(np.asarray(index).ravel()[0]))
         flat, _ = self.model.predict(vector, action_masks=flat_masks(observation), deterministic=self.deterministic)
         flat = np.asarray(flat, dtype=np.int64).ravel()
         return {"intervene": int(flat[0]), "target": flat[1:-1].astype(np.int8), "strategy": int(flat[-1])}
@@ -385,7 +407,13 @@ def curve_callback(
     return CurveCallback()
 
 
-def plot_curve(points: Sequence[Mapping[str, float]], levels: Mapping[str, float], path: Path, title: str) -> None:
+def plot_curve(
+    points: Sequence[Mapping[str, float]],
+    levels: Mapping[str, float],
+    path: Path,
+    title: str,
+    ylabel: str = "mean discounted return (γ = 0.99)",
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -409,7 +437,7 @@ def plot_curve(points: Sequence[Mapping[str, float]], levels: Mapping[str, float
             label=f"{name} (held out)",
         )
     ax.set_xlabel("training timesteps")
-    ax.set_ylabel("mean discounted return (γ = 0.99)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
@@ -438,9 +466,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-size", type=int, default=256, help="minibatch size")
     train.add_argument("--n-epochs", type=int, default=10, help="epochs per update")
     train.add_argument("--learning-rate", type=float, default=3e-4, help="Adam learning rate")
-    train.add_argument("--ent-coef", type=float, default=0.0, help="entropy bonus")
+    train.add_argument(
+        "--ent-coef", type=float, default=None, help="entropy bonus (default: v1's beta, the KL identity; v0: 0)"
+    )
     train.add_argument("--hash-dim", type=int, default=256, help="SimFlatObservation's bag-of-words buckets")
-    env = parser.add_argument_group("environment (RescueSim-v0)")
+    env = parser.add_argument_group("environment (RescueSim-v1; --env-version 0 for RescueSim-v0)")
+    env.add_argument("--env-version", type=int, choices=(0, 1), default=1, help="RescueSim-v1 or -v0")
+    env.add_argument(
+        "--action", choices=("discrete", "multidiscrete"), default="discrete", help="the flat id's action space"
+    )
+    env.add_argument("--beta", type=float, default=None, help="v1's behaviour weight (default: the env's rule)")
+    env.add_argument("--ensemble", choices=("mean", "member"), default="mean", help="v1: F1 or one member per episode")
     env.add_argument("--split-seed", type=int, default=0, help="seed of the grouped train/test split")
     env.add_argument("--test-fraction", type=float, default=0.2, help="test share of the split")
     env.add_argument("--perception-noise", type=float, default=0.1, help="sd of the perceived state's noise")
@@ -500,11 +536,22 @@ def main(argv: list[str] | None = None) -> int:
         "perception_noise": args.perception_noise,
         "effect_scale": args.effect_scale,
     }
-    train_env = RescueSimEnv(starts="train", **common)
-    # One F and one set of session rates (fitted on the train side) for every env of the run.
-    common.update(dynamics=train_env.dynamics, rates=train_env.rates)
-    test_env = RescueSimEnv(starts="test", **common)
-    curve_train_env = RescueSimEnv(starts="train", **common)
+    sim_class = RescueSimEnvV1 if args.env_version == 1 else RescueSimEnv
+    metric = METRIC[args.env_version]
+    if args.env_version == 1:
+        common.update(beta=args.beta, ensemble=args.ensemble)
+    train_env = sim_class(starts="train", **common)
+    # One F (v1: F1 and pi_b, and the behaviour weight) and one set of session rates (fitted on the train side) for
+    # every env of the run.
+    if args.env_version == 1:
+        common.update(dynamics=train_env.outcome_model, behaviour=train_env.behaviour, beta=train_env.beta)
+    else:
+        common.update(dynamics=train_env.dynamics)
+    common.update(rates=train_env.rates)
+    test_env = sim_class(starts="test", **common)
+    curve_train_env = sim_class(starts="train", **common)
+    flat_id = f"RescueSimFlat{'Discrete' if args.action == 'discrete' else ''}-v{args.env_version}"
+    ent_coef = args.ent_coef if args.ent_coef is not None else (train_env.beta if args.env_version == 1 else 0.0)
     train_ids = [s.sample_id for s in train_env.samples]
     test_ids = [s.sample_id for s in test_env.samples]
     overlap = set(train_ids) & set(test_ids)
@@ -518,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         "batch_size": args.batch_size,
         "n_epochs": args.n_epochs,
         "learning_rate": args.learning_rate,
-        "ent_coef": args.ent_coef,
+        "ent_coef": ent_coef,
         "gamma": train_env.gamma,
     }
 
@@ -527,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         point: dict[str, float] = {}
         for side, env, ids in (("test", test_env, test_ids), ("train", curve_train_env, train_ids)):
             episodes = evaluate(policy, env, ids, args.curve_seeds, args.seed + 1)
-            mean, low, high = summary(per_start(episodes, "discounted_return", ids), min(args.bootstrap, 200), 0)
+            mean, low, high = summary(per_start(episodes, metric, ids), min(args.bootstrap, 200), 0)
             point.update({f"{side}_mean": mean, f"{side}_low": low, f"{side}_high": high})
         return point
 
@@ -536,7 +583,13 @@ def main(argv: list[str] | None = None) -> int:
         make_sim_flat_env,
         n_envs=args.n_envs,
         seed=args.seed,
-        env_kwargs={"starts": "train", **feature_kwargs, **common},
+        env_kwargs={
+            "starts": "train",
+            "version": args.env_version,
+            "action": args.action,
+            **feature_kwargs,
+            **common,
+        },  # fmt: skip
     )
     # One monitor log for all the envs (episodes in the order they end), beside the model: the learning curve of
     # ``rescue-bench report``. make_vec_env's own per-env Monitors keep no file; VecMonitor replaces their
@@ -582,6 +635,10 @@ def main(argv: list[str] | None = None) -> int:
         "opening": train_env.opening,
         "lam": train_env.lam,
         "gamma": train_env.gamma,
+        "env_version": args.env_version,
+        "action": args.action,
+        "env_id": flat_id,
+        **({"beta": train_env.beta, "ensemble": args.ensemble} if args.env_version == 1 else {}),
     }
     data_info = {"source": dataset.source, "sha256": dataset.sha256, "samples": len(dataset)}
     path = save_trained(
@@ -607,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         policies[always_everyone_name(key)] = AlwaysInterveneEveryone(index)
     for name in CONSTANT_NAMES[1:]:
         policies[name] = make_policy(name, test_env, args.seed)
-    for name in OTHER_BASELINES:
+    for name in OTHER_BASELINES + (V1_BASELINES if args.env_version == 1 else ()):
         if name == "imitation":
             policies[name] = ImitationPolicy.fit(train_env, seed=args.seed)
         else:
@@ -631,14 +688,17 @@ def main(argv: list[str] | None = None) -> int:
     eval_seconds = time.perf_counter() - eval_start
 
     # ----- the table -----
+    # v1 also reports its reward's two terms apart: the group term per step and the mean log pi_b.
+    keys = (metric, "final_max_distress") + (("per_step_group", "mean_log_pi_b") if args.env_version == 1 else ())
     starts = {}
     for name in policies:
-        starts[name] = {k: per_start(episodes[name], k, test_ids) for k in ("discounted_return", "final_max_distress")}
+        starts[name] = {k: per_start(episodes[name], k, test_ids) for k in keys}
     rows = []
     for name in policies:
         row: dict[str, Any] = {"policy": name, "kind": policy_kind(name), "privileged": is_privileged(name)}
         row["starts"], row["episodes"] = len(test_ids), len(episodes[name])
-        for key, label in (("discounted_return", "discounted_return"), ("final_max_distress", "final_max_distress")):
+        for key in keys:
+            label = key
             mean, low, high = summary(starts[name][key], args.bootstrap, args.seed)
             row.update({label: mean, f"{label}_low": low, f"{label}_high": high})
             diff = starts["ppo"][key] - starts[name][key]
@@ -652,12 +712,12 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {row["policy"]: row for row in rows}
     constants = [n for n in policies if policy_kind(n) == "constant"]
     strategy_constants = [n for n in constants if n.startswith("always-everyone[")]
-    best_strategy = max(strategy_constants, key=lambda n: by_name[n]["discounted_return"])
+    best_strategy = max(strategy_constants, key=lambda n: by_name[n][metric])
     to_beat = [*constants, *TO_BEAT_OTHERS]
 
     verdict: dict[str, Any] = {"best_always_everyone": best_strategy, "compared_with": to_beat}
     for name in TRAINED:
-        for key, better in (("discounted_return", 1.0), ("final_max_distress", -1.0)):
+        for key, better in ((metric, 1.0), ("final_max_distress", -1.0)):
             diffs = {b: (starts[name][key] - starts[b][key]) * better for b in to_beat}
             point = {b: float(d.mean()) for b, d in diffs.items()}
             low = {b: summary(d, args.bootstrap, args.seed)[1] for b, d in diffs.items()}
@@ -668,22 +728,24 @@ def main(argv: list[str] | None = None) -> int:
                 "not_significantly_beaten": sorted(b for b, v in low.items() if not v > 0),
             }
 
-    header = ["policy", "disc. return [95% CI]", "final max distress [95% CI]", "PPO - it: return"]
+    header = ["policy", f"{metric.replace('_', ' ')} [95% CI]", "final max distress [95% CI]", "PPO - it: return"]
     header += ["PPO - it: distress", "interv. %", "calm %"]
+    if args.env_version == 1:
+        header += ["group/step [95% CI]", "mean log pi_b"]
     lines = []
     for row in rows:
         label = row["policy"] + (" (priv.)" if row["privileged"] else "")
         lines.append(
             [
                 label,
-                _interval(row["discounted_return"], row["discounted_return_low"], row["discounted_return_high"]),
+                _interval(row[metric], row[f"{metric}_low"], row[f"{metric}_high"]),
                 _interval(row["final_max_distress"], row["final_max_distress_low"], row["final_max_distress_high"]),
                 "—"
                 if row["policy"] == "ppo"
                 else _interval(
-                    row["ppo_minus_discounted_return"],
-                    row["ppo_minus_discounted_return_low"],
-                    row["ppo_minus_discounted_return_high"],
+                    row[f"ppo_minus_{metric}"],
+                    row[f"ppo_minus_{metric}_low"],
+                    row[f"ppo_minus_{metric}_high"],
                     2,
                 ),
                 "—"
@@ -697,6 +759,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{100 * (row['intervention_rate'] or 0.0):.1f}",
                 f"{100 * row['calm_rate']:.1f}",
             ]
+            + (
+                [
+                    _interval(row["per_step_group"], row["per_step_group_low"], row["per_step_group_high"]),
+                    f"{row['mean_log_pi_b']:.2f}",
+                ]
+                if args.env_version == 1
+                else []
+            )
         )
     print(
         f"\nheld-out starts: {len(test_ids)} conversations x {args.eval_seeds} seeds of {dataset.source} "
@@ -728,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, found in trained_flags.items():
         print(f"{name}: " + ("; ".join(f"FLAG: {f}" for f in found) if found else "no one-thing-always flag"))
     for name in TRAINED:
-        for key, word in (("discounted_return", "return"), ("final_max_distress", "final max distress")):
+        for key, word in ((metric, metric.replace("_", " ")), ("final_max_distress", "final max distress")):
             v = verdict[f"{name}_{key}"]
             weak = v["not_significantly_beaten"]
             print(
@@ -739,18 +809,19 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     # ----- files -----
-    levels = {n: by_name[n]["discounted_return"] for n in ("never", "last-speaker", "most-vocal", "most-distressed")}
-    levels = {f"always-everyone (best: {best_strategy[16:-1]})": by_name[best_strategy]["discounted_return"], **levels}
+    levels = {n: by_name[n][metric] for n in ("never", "last-speaker", "most-vocal", "most-distressed")}
+    levels = {f"always-everyone (best: {best_strategy[16:-1]})": by_name[best_strategy][metric], **levels}
     if best_strategy != always_everyone_name("track"):
-        levels["always-everyone[track]"] = by_name[always_everyone_name("track")]["discounted_return"]
+        levels["always-everyone[track]"] = by_name[always_everyone_name("track")][metric]
     curve = callback.points
     _write_csv(output / "curve.csv", curve)
     plot_curve(
         curve,
         levels,
         output / "curve.png",
-        f"MaskablePPO on RescueSimFlat-v0 ({len(train_ids)} train / {len(test_ids)} held-out starts, "
+        f"MaskablePPO on {flat_id} ({len(train_ids)} train / {len(test_ids)} held-out starts, "
         f"{args.curve_seeds} seeds each); {steps:,} steps in {train_seconds:.0f} s",
+        ylabel=f"mean {metric.replace('_', ' ')}" + (" (γ = 0.99)" if metric == "discounted_return" else ""),
     )
     _write_csv(output / "results.csv", rows)
     _write_csv(output / "episodes.csv", [{"policy": n, **e} for n, eps in episodes.items() for e in eps])

@@ -527,6 +527,7 @@ def test_mock_model_needs_no_network_and_answers_task_prompts(tmp_path: Path) ->
     from benchmarks.base import PromptOptions
     from benchmarks.registry import get_task, make_batches
     from rescue_env.data import load_dataset
+    from rescue_env.data.overlaps import leak_groups
 
     assert is_mock("mock") and not is_mock("openai/mock") and not is_mock(None)
     client = LLMClient(ModelConfig(model=MOCK_MODEL), cache_dir=tmp_path)
@@ -536,7 +537,7 @@ def test_mock_model_needs_no_network_and_answers_task_prompts(tmp_path: Path) ->
     samples = {s.sample_id: s for s in dataset}
     for name in ("itp", "rpp", "stp", "ssp", "er", "vp"):
         task = get_task(name)
-        batch = make_batches(task.build_instances(dataset.samples), task.batch_size)[0]
+        batch = make_batches(task.build_instances(dataset.samples), task.batch_size, leak_groups(dataset))[0]
         out = run(client.complete(task.render(batch, samples, PromptOptions(mode="dialogue"))))
         assert out.ok and not out.cached, name
         predictions = task.parse(out.text, batch)

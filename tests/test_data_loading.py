@@ -84,8 +84,35 @@ def test_truncated_last_line(tmp_path: Path) -> None:
 def test_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_text("\n  \n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"^empty.jsonl: file is empty: no samples$"):
+    with pytest.raises(DataError, match=r"^0 samples could be read from .*empty.jsonl: the file is empty$"):
         load_dataset(path)
+
+
+@pytest.mark.parametrize("content", [b"\x8f\x00\xff\x10" * 64 + b"\n\xfe\xfa", b'{"a": 1}\n[1, 2]\nnot json\n'])
+def test_no_valid_sample_is_one_data_error_with_the_report(tmp_path: Path, content: bytes) -> None:
+    """Random bytes, or lines that are all invalid: one error (not an empty dataset), with the loader's report."""
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        load_dataset(path)
+    report = info.value.report
+    assert report is not None and report.samples_read == report.samples_skipped == len(report.problems) > 0
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"0 samples could be read from {path}: {len(report.problems)} problem")
+    assert message.endswith(str(report.problems[0]))
+
+
+def test_a_filter_that_keeps_nothing_is_not_a_data_error(tmp_path: Path) -> None:
+    """Valid samples that --sample-ids or --limit leave out: an empty dataset (evaluate says nothing to evaluate)."""
+    path = write_jsonl(tmp_path / "d.jsonl", [make_sample("s/1", ["Ana"])])
+    assert len(load_dataset(path, sample_ids=["s/9"])) == 0 and len(load_dataset(path, limit=0)) == 0
+
+
+def test_directory_without_sample_files(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(DataError, match=r"^0 samples could be read from .*: no \*\.json sample files"):
+        load_dataset(tmp_path)
 
 
 def test_non_utf8_byte(tmp_path: Path) -> None:
@@ -102,8 +129,8 @@ def test_non_utf8_byte(tmp_path: Path) -> None:
 
 
 def test_rows_that_are_not_a_list(tmp_path: Path) -> None:
-    path = write_jsonl(tmp_path / "d.jsonl", [{"sample_id": "s/1", "rows": {"0": "x"}}, {"sample_id": "s/2"}])
-    messages = [str(p) for p in load_dataset(path).report.problems]
+    records = [{"sample_id": "s/1", "rows": {"0": "x"}}, {"sample_id": "s/2"}, make_sample("s/3", ["Ana"])]
+    messages = [str(p) for p in load_dataset(write_jsonl(tmp_path / "d.jsonl", records)).report.problems]
     assert messages == [
         "d.jsonl:1 sample s/1: rows: Input should be a valid list (got {'0': 'x'})",
         "d.jsonl:2 sample s/2: rows: Field required",
@@ -155,6 +182,7 @@ def test_directory_of_per_sample_files(tmp_path: Path) -> None:
 def test_directory_problem_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "b.json").write_text('{"rows": [{"target": "Ana"}]}')
+    (tmp_path / "a" / "c.json").write_text(json.dumps(make_sample("ignored", ["Ana"])))  # one valid sample
     (problem,) = load_dataset(tmp_path).report.problems
     assert str(problem) == "a/b.json sample a/b row 1: target: Input should be a valid list (got 'Ana')"
 

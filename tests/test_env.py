@@ -114,7 +114,7 @@ def test_group_slot_means_everyone() -> None:
 
 
 def test_decisions_after_therapist_rows_option() -> None:
-    env = RescueEnv(data=tiny_dataset(), decide_after_therapist=True)
+    env = RescueEnv(data=tiny_dataset(), decide_after_therapist=True, info_level="full")
     assert env.reset(seed=0)[1]["decision_points"] == 5
 
 

@@ -62,8 +62,11 @@ def test_sidecar_restores_the_feature_settings(trained: tuple[SB3Policy, Path], 
     with pytest.raises(ValueError, match="reads .* features"):
         SB3Policy.load(tmp_path / "edited.zip", env=RescueEnv())
     (tmp_path / "edited.json").unlink()
-    with pytest.raises(FileNotFoundError, match="sidecar"):
-        SB3Policy.load(tmp_path / "edited.zip")
+    # Without its sidecar the defaults (hash_dim=256) are assumed, and a model of 64 buckets says so in one line.
+    nvec = r"\[2, 2, 2, 2, 2, 2, 2, 2, 11\]"
+    expected = rf"reads 115 features and acts on {nvec}, the env gives 307 and {nvec} \(no sidecar: the default "
+    with pytest.raises(ValueError, match=expected + r"features were assumed\)$"):
+        SB3Policy.load(tmp_path / "edited.zip", env=RescueEnv())
     with pytest.raises(FileNotFoundError, match="no trained model"):
         SB3Policy.load(tmp_path / "missing.zip")
 
@@ -216,3 +219,65 @@ def test_train_script_trains_saves_and_compares(tmp_path: Path, capsys: pytest.C
     assert json.loads(reports.read_text(encoding="utf-8"))["random"]["episodes"] == 2
     with pytest.raises(SystemExit):
         script.main(["--baselines", "nope"])
+
+
+def test_a_model_saved_by_sb3_itself_plays_with_one_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stable_baselines3 import PPO
+
+    from policies.sb3 import quiet_logger
+
+    model = PPO("MlpPolicy", make_flat_env(), n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.set_logger(quiet_logger())
+    model.learn(total_timesteps=64).save(tmp_path / "plain.zip")  # SB3's own save: no sidecar
+    run = ["--episodes", "1", "--no-progress", "--output", str(tmp_path / "run")]
+    assert main(["rollout", "--policy", f"ppo:{tmp_path / 'plain.zip'}", *run]) == 0
+    err = capsys.readouterr().err
+    note = "note: plain.json (the feature settings' sidecar) is missing beside plain.zip; playing it with the flat "
+    assert err.count(note) == 1 and "hash_dim=256" in err
+
+
+def test_a_model_without_sidecar_on_other_features_says_so(
+    trained: tuple[SB3Policy, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, path = trained  # hash_dim=64
+    shutil.copy(path, tmp_path / "bare.zip")
+    assert main(["rollout", "--policy", f"ppo:{tmp_path / 'bare.zip'}", "--output", str(tmp_path / "run")]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: ppo:") and last.endswith("(no sidecar: the default features were assumed)")
+
+
+def test_a_maskable_discrete_model_plays_the_dict_env_as_it_trained(tmp_path: Path) -> None:
+    import gymnasium as gym
+    from sb3_contrib import MaskablePPO
+
+    from policies.sb3 import quiet_logger
+    from rescue_env.envs.wrappers import DiscreteSupportAction
+
+    flat = gym.make("RescueFlatDiscrete-v0", sample_order="sequential")
+    model = MaskablePPO("MlpPolicy", flat, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.set_logger(quiet_logger())
+    model.learn(total_timesteps=64).save(tmp_path / "masked.zip")
+    env = RescueEnv(sample_order="sequential")
+    policy = make_policy(f"ppo:{tmp_path / 'masked.zip'}", env)  # PPO.load cannot rebuild a maskable policy
+    assert type(policy.model).__name__ == "MaskablePPO" and isinstance(policy.flat_action, DiscreteSupportAction)
+    family = "demo_family/001_the_okafors"
+    observation, _ = env.reset(seed=0, options={"sample_id": family})
+    vector, _ = flat.reset(seed=0, options={"sample_id": family})
+    terminated, steps = False, 0
+    while not terminated:
+        masks = flat.get_wrapper_attr("action_masks")()
+        np.testing.assert_array_equal(policy.encode(observation), vector)
+        np.testing.assert_array_equal(policy.action_masks(observation), masks)  # the masks of training
+        index, _ = model.predict(vector, action_masks=masks, deterministic=True)
+        expected = flat.get_wrapper_attr("action")(index)
+        action = policy.act(observation, env)
+        assert (action["intervene"], action["strategy"]) == (expected["intervene"], expected["strategy"]) or not (
+            expected["intervene"]  # keeping listening: the strategy and target mean nothing
+        )
+        if expected["intervene"]:
+            np.testing.assert_array_equal(action["target"], expected["target"])
+        observation, _, terminated, _, info = env.step(action)
+        vector, *_ = flat.step(index)
+        assert info["n_invalid"] == 0
+        steps += 1
+    assert steps == 32

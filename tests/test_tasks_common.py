@@ -11,6 +11,7 @@ from benchmarks.base import MODES, Instance, PromptOptions, even_sample
 from benchmarks.registry import TASK_NAMES, get_task, make_batches, parse_task_list
 from rescue_env.cli import main
 from rescue_env.data import load_dataset
+from rescue_env.data.overlaps import leak_groups
 from rescue_env.data.schema import Emotion, Sample, Viewpoint
 
 
@@ -70,7 +71,7 @@ def test_no_gold_reaches_the_prompt(name: str, mode: str) -> None:
     instances = task.build_instances(dataset.samples)
     assert instances, name
     options = PromptOptions(mode=mode)
-    for batch in make_batches(instances, task.batch_size)[:12]:
+    for batch in make_batches(instances, task.batch_size, leak_groups(dataset))[:12]:
         original = task.render(batch, samples, options)
         regolded = [i.model_copy(update={"gold": {"anything": "else"}}) for i in batch]
         assert task.render(regolded, scrubbed, options) == original
@@ -94,9 +95,10 @@ def test_itp_prompt_stops_at_the_decision_row() -> None:
 @pytest.mark.parametrize("name", TASK_NAMES)
 def test_batches_never_mix_samples_or_scenarios(name: str) -> None:
     task = get_task(name)
-    instances = task.build_instances(load_dataset().samples)
+    dataset = load_dataset()
+    instances = task.build_instances(dataset.samples)
     for size in (1, task.batch_size, 7):
-        batches = make_batches(instances, size)
+        batches = make_batches(instances, size, leak_groups(dataset))
         assert sorted(i.instance_id for b in batches for i in b) == sorted(i.instance_id for i in instances)
         for batch in batches:
             assert 1 <= len(batch) <= size
@@ -106,7 +108,9 @@ def test_batches_never_mix_samples_or_scenarios(name: str) -> None:
 
 def test_make_batches_rejects_bad_size() -> None:
     with pytest.raises(ValueError):
-        make_batches([Instance(task="t", instance_id="a", sample_id="s", scenario="couple", row=0, gold={})], 0)
+        make_batches(
+            [Instance(task="t", instance_id="a", sample_id="s", scenario="couple", row=0, gold={})], 0, {"s": "s"}
+        )
 
 
 TABLE_6 = {

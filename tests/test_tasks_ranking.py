@@ -138,6 +138,37 @@ def test_instance_rules_on_a_hand_built_sample() -> None:
         rpp.build_instances([sample], protocol="everything")
 
 
+def test_stp_candidates_never_carry_an_annotated_name() -> None:
+    # Row 3's strategy is annotated as aimed at "Lena", who never speaks, is never addressed and is not listed:
+    # adding her to the candidates would show the model the answer (issue 23). The row is dropped and counted.
+    record = _support_sample().model_dump()
+    record["rows"][3]["support_strategy"][0]["target"] = ["Lena"]
+    sample = Sample.model_validate(record)
+    instances = stp.build_instances([sample])
+    assert [i.row for i in instances] == [0, 5, 8]
+    assert stp.outside_candidates([sample]) == [("unit/couple", 3)]
+    assert stp.outside_candidates([_support_sample()]) == []
+    # every instance's candidates are those of the sample with its annotations scrubbed: what the prompt shows
+    for s in [sample, *_demo()]:
+        for instance in stp.build_instances([s]):
+            assert stp.choices(instance) == stp.candidates_of(without_annotations(s))
+
+
+def test_tasks_count_reports_the_rows_stp_leaves_out(tmp_path: Path, capsys) -> None:
+    from conftest import write_jsonl
+
+    from rescue_env.cli import main
+
+    record = _support_sample().model_dump(mode="json")
+    record["rows"][3]["support_strategy"][0]["target"] = ["Lena"]
+    data = str(write_jsonl(tmp_path / "lena.jsonl", [record]))
+    assert main(["tasks", "count", data, "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert counts["couple"]["stp"] == {"instances": 3, "samples": 1, "outside_candidates": 1}
+    assert main(["tasks", "count", data]) == 0
+    assert "STP leaves out 1 therapist row(s)" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # Prompts: label definitions, context windows, no gold
 # ------------------------------------------------------------------------------------------------------------------

@@ -105,3 +105,25 @@ def test_flat_masks_are_the_wrappers_masks() -> None:
     for sample in base.samples:
         observation, _ = base.reset(options={"sample_id": sample.sample_id})
         np.testing.assert_array_equal(script.flat_masks(observation), env.action_masks())
+
+
+def test_the_learning_curve_is_per_step() -> None:
+    # Two envs' episodes: per step is return / length, rolled over each env's own window (2 and 1 here).
+    script = _script()
+    curve = pd.DataFrame(
+        {
+            "label": ["sim", "sim", "sim", "replay"],
+            "timesteps": [10, 21, 41, 5],
+            "return": [10.0, 55.0, 4.0, 2.5],  # 55: an early calm end and its bonus
+            "length": [10, 11, 20, 5],
+            "window": [2, 2, 2, 1],
+            "rolling_mean": [10.0, 32.5, 29.5, 2.5],
+        }
+    )
+    per_step = script.per_step_curve(curve)
+    assert per_step["return_per_step"].tolist() == [1.0, 5.0, 0.2, 0.5]
+    assert per_step["rolling_mean_per_step"].tolist() == pytest.approx([1.0, 3.0, 2.6, 0.5])
+    assert per_step["return"].tolist() == curve["return"].tolist()  # the raw return stays in the figure's data
+    axes = script.per_step_figure(per_step).axes[0]
+    assert axes.get_ylabel() == "training episode return per step" and "calm" in axes.get_title()
+    assert axes.lines[0].get_ydata().tolist() == [1.0, 5.0, 0.2]

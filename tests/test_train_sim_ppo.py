@@ -1,5 +1,6 @@
-"""``scripts/train_sim_ppo.py``: MaskablePPO on ``RescueSimFlat-v0``, its learning curve and the held-out table,
-smoke-tested on the demo data with a tiny budget (files, rows, columns, the saved model loads back)."""
+"""``scripts/train_sim_ppo.py``: MaskablePPO on ``RescueSimFlatDiscrete-v1`` (and ``--env-version 0``:
+``RescueSimFlat-v0``), its learning curve and the held-out table, smoke-tested on the demo data with a tiny budget
+(files, rows, columns, the saved model loads back)."""
 
 from __future__ import annotations
 
@@ -49,15 +50,17 @@ def test_results_rows_and_columns(run) -> None:
     names = [row["policy"] for row in rows]
     strategies = [script.always_everyone_name(k) for k in script.ALL_STRATEGY_KEYS]
     expected = ["ppo", "ppo-stochastic", "never", *strategies, "last-speaker", "most-vocal", "most-distressed"]
-    expected += ["random", "heuristic", "perceived", "imitation", "recorded", "group-greedy"]
+    expected += ["random", "heuristic", "perceived", "imitation", "recorded", "group-greedy", "behaviour"]
     assert names == expected
-    for column in ("discounted_return", "discounted_return_low", "discounted_return_high", "final_max_distress",
-                   "final_max_distress_low", "final_max_distress_high", "ppo_minus_discounted_return", "kind",
-                   "privileged", "starts", "episodes", "intervention_rate", "calm_rate"):  # fmt: skip
+    for column in ("per_step_return", "per_step_return_low", "per_step_return_high", "final_max_distress",
+                   "final_max_distress_low", "final_max_distress_high", "ppo_minus_per_step_return", "kind",
+                   "privileged", "starts", "episodes", "intervention_rate", "calm_rate", "per_step_group",
+                   "mean_log_pi_b"):  # fmt: skip
         assert column in rows[0], column
     assert {row["starts"] for row in rows} == {"2"} and {row["episodes"] for row in rows} == {"2"}
     by_name = {row["policy"]: row for row in rows}
-    assert float(by_name["ppo"]["ppo_minus_discounted_return"]) == 0.0
+    assert float(by_name["ppo"]["ppo_minus_per_step_return"]) == 0.0
+    assert {row["calm_rate"] for row in rows} == {"0.0"}  # v1 has no calm end
     assert by_name["recorded"]["privileged"] == "True" and by_name["never"]["kind"] == "constant"
     assert float(by_name["never"]["intervention_rate"]) == 0.0
 
@@ -83,9 +86,11 @@ def test_curve_and_the_saved_model(run) -> None:
     assert {"test_mean", "test_low", "test_high", "train_mean", "train_seconds"} <= set(curve[0])
     policy, meta = script.load_trained(output / "model.zip")
     assert meta["format"] == script.SIDECAR_FORMAT and meta["data"]["sha256"]
-    from rescue_env.envs.sim import RescueSimEnv
+    assert meta["env_settings"]["env_id"] == "RescueSimFlatDiscrete-v1" and meta["env_settings"]["beta"] > 0
+    assert meta["training"]["hyperparameters"]["ent_coef"] == meta["env_settings"]["beta"]  # the KL identity
+    from rescue_env.envs.sim_v1 import RescueSimEnvV1
 
-    env = RescueSimEnv(starts="test")
+    env = RescueSimEnvV1(starts="test")
     observation, _ = env.reset(seed=0)
     action = policy.act(observation, env)
     assert set(action) == {"intervene", "target", "strategy"}
@@ -105,3 +110,45 @@ def test_flags() -> None:
     per_scenario["strategies_by_scenario"] = {"couple": {"join": 1.0}, "family": {"boundary": 0.95, "join": 0.05}}
     found = script.flags(per_scenario)
     assert len(found) == 2 and "couple" in found[0] and "family" in found[1]
+
+
+def test_version_0_keeps_its_headline(tmp_path: Path) -> None:
+    script = _script()
+    argv = ["--data", "demo", "--output", str(tmp_path), "--timesteps", "64", "--n-envs", "1", "--n-steps", "32"]
+    argv += ["--batch-size", "32", "--n-epochs", "1", "--torch-threads", "1", "--curve-every", "64", "--env-version"]
+    argv += [
+        "0",
+        "--action",
+        "multidiscrete",
+        "--curve-seeds",
+        "1",
+        "--eval-seeds",
+        "1",
+        "--bootstrap",
+        "20",
+        "--quiet",
+    ]
+    assert script.main(argv) == 0
+    results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert "discounted_return" in results["table"][0] and "per_step_group" not in results["table"][0]
+    assert results["env_settings"]["env_id"] == "RescueSimFlat-v0"
+    assert "behaviour" not in [row["policy"] for row in results["table"]]
+
+
+def test_frontier_draws_one_point_per_run(run, tmp_path: Path) -> None:
+    _, output = run
+    spec = importlib.util.spec_from_file_location("sim_v1_frontier", SCRIPT.parent / "sim_v1_frontier.py")
+    frontier = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(frontier)
+    figure = tmp_path / "frontier.png"
+    assert frontier.main([str(output / "results.json"), "-o", str(figure)]) == 0
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with figure.with_suffix(".csv").open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    results = json.loads((output / "results.json").read_text(encoding="utf-8"))
+    table = {row["policy"]: row for row in results["table"]}
+    ppo = next(r for r in rows if r["policy"] == "ppo")
+    assert float(ppo["divergence"]) == pytest.approx(-table["ppo"]["mean_log_pi_b"])
+    assert float(ppo["beta"]) == results["env_settings"]["beta"]
+    assert {r["policy"] for r in rows if r["run"] == "reference"} >= {"behaviour", "recorded", "never"}
+    assert frontier.main([str(tmp_path / "missing.json")]) == 2

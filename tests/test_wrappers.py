@@ -363,3 +363,112 @@ def test_the_replays_fast_path_gives_the_observations_vectors(version: int) -> N
                 vector[:] = 0.0  # a copy: the next visit must not see it
             replay.info_level = "basic"
     assert all(vector is not None for _, vectors in fast.env._by_episode.values() for vector in vectors)
+
+
+# ----- the compact action (DiscreteSupportAction: RescueFlatDiscrete-v0/v1, RescueSimFlatDiscrete-v0) ----------
+
+DISCRETE_IDS = ("RescueFlatDiscrete-v0", "RescueFlatDiscrete-v1", "RescueSimFlatDiscrete-v0")
+FLAT_IDS = ("RescueFlat-v0", "RescueFlat-v1", "RescueSimFlat-v0", *DISCRETE_IDS)
+
+
+@pytest.mark.parametrize("env_id", DISCRETE_IDS)
+def test_discrete_ids_build_with_defaults_and_pass_both_checkers(env_id: str) -> None:
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = gym.make(env_id)
+        check_env(env)
+        sb3_check_env(env, warn=True)
+    assert only_wrapper_warnings(caught) == []
+    # keep listening + (last speaker, everyone, 6 slots) x 11 strategies
+    assert env.action_space == gym.spaces.Discrete(1 + 8 * 11)
+
+
+def test_discrete_action_masks_by_hand() -> None:
+    from rescue_env.envs.wrappers import discrete_action_masks
+
+    target = np.array([1, 1, 0, 0, 0, 0, 1], dtype=np.int8)  # two participants, and the group bit
+    couple = np.array([1] * 10 + [0], dtype=np.int8)  # every strategy but the family-only boundary
+    mask = discrete_action_masks(target, couple, last_speaker=1)
+    assert mask.shape == (89,) and mask.dtype == bool
+    assert mask.sum() == 1 + 4 * 10  # listening; last speaker, everyone, slot 0, slot 1 with 10 strategies each
+    assert mask[0] and mask[1 + 0 * 11 + 0] and mask[1 + 1 * 11 + 4] and mask[1 + 3 * 11 + 9]
+    assert not mask[1 + 1 * 11 + 10]  # everyone with boundary: not a couple strategy
+    assert not mask[1 + 4 * 11 + 0]  # slot 2: nobody there
+    assert discrete_action_masks(target, couple, last_speaker=None).sum() == 1 + 3 * 10  # no last speaker
+    assert not discrete_action_masks(target, couple, last_speaker=None)[1:12].any()
+
+
+def test_discrete_action_decodes_to_the_dict_action_by_hand() -> None:
+    from rescue_env.envs.wrappers import DiscreteSupportAction
+
+    env = DiscreteSupportAction(FlatObservation(RescueEnv(info_level="full")))
+    env.reset(seed=0, options={"sample_id": "demo_maya_and_jordan/001"})
+    speaker = env.get_wrapper_attr("last_speaker_slot")()
+    assert speaker == env.unwrapped.current_observation()["last_speaker"] == 0  # Maya spoke last
+    bits = lambda *on: [1 if i in on else 0 for i in range(7)]  # noqa: E731
+    cases = {
+        0: (0, bits(), 0),  # keep listening (strategy 0, track, is valid in both taxonomies)
+        1 + 0 * 11 + 1: (1, bits(0), 1),  # the last speaker (Maya, slot 0), reframe
+        1 + 1 * 11 + 4: (1, bits(6), 4),  # everyone, join
+        1 + 3 * 11 + 2: (1, bits(1), 2),  # slot 1 (Jordan), evoke
+    }
+    for index, (intervene, target, strategy) in cases.items():
+        action = env.action(index)
+        assert (action["intervene"], action["target"].tolist(), action["strategy"]) == (intervene, target, strategy)
+    assert env.describe(1 + 3 * 11 + 2) == "slot 1, evoke" and env.describe(0) == "keep listening"
+    _, _, _, _, info = env.step(1 + 1 * 11 + 4)
+    assert info["chosen"] == {"intervene": True, "target": ["Maya", "Jordan"], "strategy": "join"}
+    for bad in (89, -1, 0.5, "3", np.array([1, 2])):
+        with pytest.raises(ValueError, match=r"is outside Discrete\(89\): give an integer in \[0, 89\)$"):
+            env.step(bad)
+
+
+@pytest.mark.parametrize("env_id", DISCRETE_IDS)
+def test_the_last_speaker_is_the_observations(env_id: str) -> None:
+    # What "the last speaker" means must be what the observation shows: its one-hot in the flat vector.
+    env = gym.make(env_id)
+    flat = env.get_wrapper_attr("feature_slices")["last_speaker"]
+    slots = env.get_wrapper_attr("n_slots")
+    observation, _ = env.reset(seed=1)
+    seen = set()
+    for _ in range(120):
+        shown = int(np.argmax(observation[flat]))
+        expected = shown if shown < slots else None
+        assert env.get_wrapper_attr("last_speaker_slot")() == expected
+        masks = env.get_wrapper_attr("action_masks")()
+        assert masks[1:12].any() == (expected is not None)  # "last speaker" is open only when there is one
+        seen.add(expected)
+        action = int(np.flatnonzero(masks)[len(seen) % int(masks.sum())])
+        observation, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            observation, _ = env.reset()
+    assert len(seen) >= 2
+
+
+def test_a_masked_last_speaker_is_counted_as_invalid() -> None:
+    env = gym.make("RescueSimFlatDiscrete-v0")
+    env.reset(seed=0)
+    assert env.get_wrapper_attr("last_speaker_slot")() is None  # the sim's first step: no client has spoken yet
+    _, _, _, _, info = env.step(1 + 0 * 11 + 0)  # "the last speaker", masked
+    assert info["n_invalid"] == 1
+
+
+@pytest.mark.parametrize("env_id", FLAT_IDS)
+def test_maskable_ppo_trains_on_every_flat_id_through_gym_make(env_id: str) -> None:
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.monitor import Monitor
+
+    env = Monitor(gym.make(env_id))
+    env.reset(seed=0)
+    # The README's way to the masks: the Dict env's own (unwrapped) are a dict, which MaskablePPO cannot read.
+    masks = env.get_wrapper_attr("action_masks")()
+    space = env.action_space
+    size = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(space.nvec.sum())
+    assert masks.shape == (size,) and masks.dtype == bool
+    assert isinstance(env.unwrapped.action_masks(), dict)
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.set_logger(quiet_logger())
+    model.learn(total_timesteps=64)
+    assert model.num_timesteps == 64

@@ -19,8 +19,10 @@ top 3 over the union label list of both scenarios (``ALL_RELATION_PATTERN_KEYS``
 label" (a shorter ranking); a label outside ``candidates`` is out of set and dropped, as the parser drops it
 from a model's answer. STP ``MultiDiscrete([S + 1] * 3)`` over the candidate slots (``prompt`` lists them in
 slot order), S = "no candidate". ER and VP ``Text``: the item's answer JSON (``{"emotion": ..., "intensity":
-...}``, ``{"viewpoints": [...]}``); text that is not a JSON object is parsed as the whole answer, so it fails as
-a model's would.
+...}``, ``{"viewpoints": [...]}``) in at most 4096 characters of the envs' charset (printable ASCII, tab, newline;
+``json.dumps`` escapes anything else); text that is not a JSON object is parsed as the whole answer, so it fails
+as a model's would. An action outside the space (a longer text, a character outside the charset, a ranking slot
+out of range) is a one-line ``ValueError``, as in the other envs: a caller's bug, not a wrong answer.
 
 Reward: the task's per-instance score: ITP 1 if right; RPP/STP/SSP the reciprocal rank of the gold within the
 top 3 (0 if absent); ER and VP the score of ``scorer``: ``bertscore`` (default; offline MiniLM), ``judge`` (the
@@ -34,6 +36,9 @@ gold included), ``instances``, ``samples``. ``action_from_answer(text)`` turns a
 action that gives the same prediction.
 
 Version History:
+- v0, checks (issue 23): an ER or VP text outside the ``Text`` action space (too long, or outside its charset)
+  raises one line instead of being scored 0; so do reset options that are not a dict, a ``context_size`` below -1
+  and a data file of which 0 samples could be read. Every action inside the space scores as before.
 - v0: initial version.
 """
 
@@ -57,6 +62,7 @@ from rescue_env.data import Dataset, Sample, load_dataset
 from rescue_env.data.schema import SCENARIOS
 from rescue_env.data.splits import SplitConfig, split_samples
 from rescue_env.data.stats import relative_position
+from rescue_env.envs.replay import check_context_size, require_samples, reset_options_dict
 from rescue_env.rendering import MODES, Mode
 from rescue_env.taxonomy import ALL_RELATION_PATTERN_KEYS, ALL_STRATEGY_KEYS
 from rescue_env.text import CHARSET, normalise_text
@@ -132,6 +138,7 @@ class RescueTaskEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if max_chars < 2 * len(_CUT):
             raise ValueError(f"max_chars must be >= {2 * len(_CUT)}, got {max_chars}")
+        context_size = check_context_size(context_size, allow_none=True)
         self.task: ModuleType = get_task(task)
         self.scorer: Scorer = self._check_scorer(scorer, judge_model)
         self.judge_model, self.judge_api_base, self.judge_api_key_env = judge_model, judge_api_base, judge_api_key_env
@@ -140,7 +147,7 @@ class RescueTaskEnv(gym.Env):
         self.sample_order, self.render_mode = sample_order, render_mode
         self.options = PromptOptions(mode=mode, context_size=context_size)
 
-        self.dataset = dataset if dataset is not None else load_dataset(data)
+        self.dataset = require_samples(dataset if dataset is not None else load_dataset(data))
         self.split = SplitConfig(split=split, seed=split_seed, test_fraction=test_fraction)
         chosen = split_samples(self.dataset.samples, self.split)
         self.samples: dict[str, Sample] = {s.sample_id: s for s in chosen}
@@ -199,7 +206,7 @@ class RescueTaskEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = dict(options or {})
+        options = reset_options_dict(options)
         unknown = set(options) - {"instance", "instance_id"}
         if unknown:
             raise ValueError(f"unknown reset option(s) {sorted(unknown)}; expected 'instance' or 'instance_id'")
@@ -288,9 +295,23 @@ class RescueTaskEnv(gym.Env):
         a bug in the caller and is said so, as the other envs do."""
         space = self.action_space
         if isinstance(space, spaces.Text):
+            name = self.task.name.upper()
             if not isinstance(action, str):
+                raise ValueError(f"{name} action must be a str (the answer JSON), got {type(action).__name__}")
+            # The README promises that an action outside the space raises: a text past the length or the charset
+            # of the ``Text`` space was scored (0) instead, so a caller's bug looked like a wrong answer.
+            if len(action) > space.max_length:
                 raise ValueError(
-                    f"{self.task.name.upper()} action must be a str (the answer JSON), got {type(action).__name__}"
+                    f"{name} action is {len(action)} characters long, outside Text(max_length={space.max_length}): "
+                    f"give the answer JSON in at most {space.max_length} characters"
+                )
+            outside = sorted({c for c in action if c not in space.character_set})
+            if outside:
+                shown = "".join(outside[:10])
+                raise ValueError(
+                    f"{name} action has {len(outside)} character(s) outside the Text space's charset (printable "
+                    f"ASCII, tab, newline), e.g. {shown!r}: normalise it (rescue_env.text.normalise_text) or "
+                    "escape it as JSON does (json.dumps, ensure_ascii=True)"
                 )
             return
         value = np.asarray(action)
@@ -332,11 +353,17 @@ class RescueTaskEnv(gym.Env):
         """The action that gives the prediction ``task.parse`` reads from a model's answer ``text`` (the harness's
         ``{"answers": [...]}`` form, for a batch of this one instance), and the failure reason when there is
         none: then ITP's action is 0 (keep listening, the rollouts' fallback), a ranking is empty and a text
-        answer is empty (both scored wrong)."""
+        answer is empty (both scored wrong). A text answer whose JSON would not fit the ``Text`` action is played
+        as that empty answer too, with the failure ``answer_too_long``."""
         if self.instance is None:
             raise RuntimeError("call reset() first")
         prediction: Prediction = self.task.parse(text, [self.instance])[0]
-        return self.action_of(prediction), prediction.failure
+        action = self.action_of(prediction)
+        if isinstance(action, str) and len(action) > ANSWER_CHARS:
+            # Past the Text action's length ``step`` refuses it: played as the failed answer, and said so, so that
+            # an LLM's rambling answer is counted in its failures instead of stopping the run.
+            return "", f"answer_too_long: {len(action)} characters, the Text action holds {ANSWER_CHARS}"
+        return action, prediction.failure
 
     def action_of(self, prediction: Prediction) -> Any:
         name = self.task.name

@@ -3,6 +3,8 @@
 Every problem in the input becomes a ``LoadProblem`` that names the file, line, sample id, row and field, e.g.
 ``benchmark.jsonl:17 sample ana_and_ben/003 row 12: internal_emotion[0].intensity: 'high' is not a number``.
 By default a bad sample is skipped and loading goes on; ``strict=True`` raises ``DataError`` on the first problem.
+Input from which no sample at all could be read (empty, random bytes, every sample invalid) raises ``DataError``
+with one line, "0 samples could be read from PATH: ..." (``nothing_read``), in every mode.
 No data error ever surfaces as a Python traceback from the command line.
 """
 
@@ -53,11 +55,16 @@ class LoadProblem(BaseModel):
 
 
 class DataError(Exception):
-    """Raised for unusable input (strict mode, a missing path, a dataset with no valid sample)."""
+    """Raised for unusable input (strict mode, a missing path, input from which no valid sample could be read:
+    see ``nothing_read``)."""
 
-    def __init__(self, problems: LoadProblem | Sequence[LoadProblem] | str):
+    def __init__(
+        self, problems: LoadProblem | Sequence[LoadProblem] | str, *, report: LoadReport | None = None
+    ) -> None:
+        # ``report``: what loading found before it gave up (``data validate`` lists all of its problems).
+        self.report = report
         if isinstance(problems, str):
-            self.problems: list[LoadProblem] = []
+            self.problems: list[LoadProblem] = list(report.problems) if report is not None else []
             message = problems
         else:
             self.problems = [problems] if isinstance(problems, LoadProblem) else list(problems)
@@ -84,7 +91,7 @@ class LoadReport(BaseModel):
 class Dataset:
     """Validated samples in input order, with where they came from and a content hash for results files."""
 
-    samples: list[Sample]
+    samples: list[Sample] = field(repr=False)  # an error that shows an env's arguments must not dump the data
     source: str
     sha256: str
     report: LoadReport
@@ -144,7 +151,9 @@ def load_dataset(
     ``path`` is the release JSONL (one sample per line), a directory of per-sample ``*.json`` files (sample id =
     relative path without extension, as the authors' scripts expect; ``manifest.json`` files are ignored), or
     ``"demo"``. ``sample_ids`` (ids, or a file holding them) keeps only those samples, before ``limit`` keeps the
-    first N. Bad samples are skipped and reported in ``dataset.report``; ``strict`` raises on the first one.
+    first N. Bad samples are skipped and reported in ``dataset.report``; ``strict`` raises on the first one. When
+    no sample is valid, ``DataError`` (``nothing_read``; its ``report`` holds every problem); a filter that keeps
+    none of the valid samples gives an empty dataset.
     """
     source = resolve_path(path)
     if limit is not None and limit < 0:
@@ -156,6 +165,10 @@ def load_dataset(
             records, digest = _read_directory(source, report, strict)
         else:
             records, digest = _read_jsonl(source, report, strict)
+    if not records:
+        # Every command that reads data stops here, with one line and exit 1, whatever made every sample unusable:
+        # an all-zero table or "no instances" would hide that the input itself is bad.
+        raise nothing_read(source, report)
 
     samples: list[Sample] = []
     seen: dict[str, str] = {}
@@ -183,6 +196,24 @@ def load_dataset(
         report.missing_sample_ids = sorted(wanted - seen.keys())
     report.samples_loaded = len(samples)
     return Dataset(samples=samples, source=str(source), sha256=digest, report=report)
+
+
+def nothing_read(source: str | Path, report: LoadReport | None = None, reason: str | None = None) -> DataError:
+    """The one error of input from which no sample could be read: an empty file, a directory without sample
+    files, or a file (or directory) whose every sample is invalid (random bytes, another format ...).
+
+    ``0 samples could be read from PATH: REASON``, the reason being the loader's count of problems and the first.
+    """
+    if reason is None:
+        problems = report.problems if report is not None else []
+        first = " ".join(str(problems[0]).split()) if problems else ""  # one line, whatever the message holds
+        if not problems:
+            reason = "no sample found"
+        elif len(problems) == 1:
+            reason = f"1 problem: {first}"
+        else:
+            reason = f"{len(problems)} problems, the first: {first}"
+    return DataError(f"0 samples could be read from {source}: {reason}", report=report)
 
 
 def read_sample_ids(path: str | Path) -> list[str]:
@@ -273,7 +304,7 @@ def _read_jsonl(path: Path, report: LoadReport, strict: bool) -> tuple[list[tupl
     raw = _read_bytes(path)
     name = path.name
     if not raw or raw.isspace():  # (not raw.strip(): that copies the whole file)
-        raise DataError(LoadProblem(file=name, message="file is empty: no samples"))
+        raise nothing_read(path, report, reason="the file is empty")
     out: list[tuple[Sample, _Origin]] = []
     # hashlib releases the GIL on large buffers: the digest is computed on another core while this one parses.
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -291,7 +322,7 @@ def _read_jsonl(path: Path, report: LoadReport, strict: bool) -> tuple[list[tupl
 def _read_directory(root: Path, report: LoadReport, strict: bool) -> tuple[list[tuple[Sample, _Origin]], str]:
     files = sorted(p for p in root.rglob("*.json") if p.name != "manifest.json")
     if not files:
-        raise DataError(LoadProblem(file=str(root), message="no *.json sample files in this directory"))
+        raise nothing_read(root, report, reason="no *.json sample files in this directory")
     hasher = hashlib.sha256()
     out: list[tuple[Sample, _Origin]] = []
     for file in files:

@@ -39,6 +39,12 @@ def _mse_ci(errors: np.ndarray, groups: Sequence[str], rng: np.random.Generator,
     return [float(errors.mean()), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
 
 
+def grouped_mean_ci(values: np.ndarray, groups: Sequence[str], rng: np.random.Generator, n_boot: int) -> list[float]:
+    """[mean, low, high] of per-row ``values`` (squared errors, paired differences of them), the 95 % percentile
+    bootstrap resampling ``groups`` (couples and families): the interval of every table of this module."""
+    return _mse_ci(np.asarray(values, dtype=np.float64), groups, rng, n_boot)
+
+
 def held_out_errors(
     head: LinearHead, train: Transitions, test: Transitions, rng: np.random.Generator, n_boot: int
 ) -> dict[str, Any]:

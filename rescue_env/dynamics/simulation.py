@@ -236,11 +236,27 @@ def advance(
         d_next, g_next = kernel.sample(state, action, rng, effect_scale)
     else:
         d_next, g_next = kernel.mean(state, action, effect_scale)
+    return settle(state, action, d_next, g_next, rates, rng, dynamics.p_emotion, dynamics.p_pair)
+
+
+def settle(
+    state: SimState,
+    action: SupportAction,
+    d_next: np.ndarray,
+    g_next: np.ndarray,
+    rates: SessionRates,
+    rng: np.random.Generator,
+    p_emotion: np.ndarray,
+    p_pair: np.ndarray,
+) -> SimState:
+    """Steps 2-4 of the module docstring once the outcome model has given the next (d, G): the next speaker, the
+    refreshes (``p_emotion``, ``p_pair``), the row clock. Shared by F's step (``advance``) and F1's
+    (``RescueSim-v1``), with the same draws in the same order."""
     n = state.n
     speaker = next_speaker(state, action, rates, rng)
     row = state.row + 1 + int(action.intervene)
-    fresh = rng.random(n) < dynamics.p_emotion
-    fresh_pairs = (state.viewpoint_row >= 0) & (rng.random((n, n)) < dynamics.p_pair)
+    fresh = rng.random(n) < p_emotion
+    fresh_pairs = (state.viewpoint_row >= 0) & (rng.random((n, n)) < p_pair)
     return replace(
         state,
         distress_raw=np.where(fresh, d_next, state.distress_raw),
@@ -492,5 +508,6 @@ __all__ = [
     "opening_weights",
     "perceive",
     "perceive_lists",
+    "settle",
     "start_state",
 ]

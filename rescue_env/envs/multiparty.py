@@ -18,9 +18,10 @@ from gymnasium import spaces
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils import wrappers
 from pettingzoo.utils.conversions import parallel_to_aec
+from pettingzoo.utils.wrappers.base import BaseWrapper
 
 from rescue_env.data.domain import target_members
-from rescue_env.envs.replay import RESET_OPTIONS, RescueEnv, integer_value
+from rescue_env.envs.replay import RESET_OPTIONS, RescueEnv, integer_value, reset_options_dict
 
 THERAPIST = "therapist"
 SPEAK, SILENT = 0, 1
@@ -38,12 +39,48 @@ def view_reset_options(options: Any) -> dict[str, Any] | None:
     drops them instead of failing; anything but a dict or None is still a one-line ``ValueError``."""
     if options is None:
         return None
-    if not isinstance(options, Mapping):
-        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__}")
+    options = reset_options_dict(options)
     unknown = sorted(set(map(str, options)) - RESET_OPTIONS)
     if unknown:
         gym.logger.warn(f"ignoring unknown reset option(s) {', '.join(unknown)}")
     return {k: v for k, v in options.items() if k in RESET_OPTIONS}
+
+
+def agent_space(spaces_: Mapping[str, spaces.Space], agent: Any, kind: str) -> spaces.Space:
+    """``spaces_[agent]``; an agent the view does not have is a one-line ``ValueError`` naming it and the agents
+    it has (a bare ``KeyError: 'ghost'`` says neither what was looked up nor what exists)."""
+    try:
+        return spaces_[agent]
+    except (KeyError, TypeError):  # TypeError: an unhashable agent, e.g. a list
+        raise ValueError(f"no {kind} space for agent {agent!r}; the agents are {', '.join(spaces_)}") from None
+
+
+def _one_line_repr(value: Any, limit: int = 300) -> str:
+    """``repr(value)`` on one line (a 2-D array's repr spans several), cut to ``limit`` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class CheckedActionWrapper(BaseWrapper):
+    """PettingZoo's ``AssertOutOfBoundsWrapper`` with the envs' one-line ``ValueError`` in place of its bare
+    ``AssertionError("action is not in action space")`` (which names neither the agent nor the value, and which
+    ``python -O`` skips): an action outside the acting agent's space is refused, ``None`` for an agent that is
+    done is accepted (the AEC convention), exactly as that wrapper decides."""
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if not (action is None and (self.terminations[agent] or self.truncations[agent])):
+            space = self.action_space(agent)
+            try:
+                inside = bool(space.contains(action))
+            except (TypeError, ValueError):  # a value numpy cannot even compare with the space's bounds
+                inside = False
+            if not inside:
+                raise ValueError(f"{agent}: action {_one_line_repr(action)} is outside its action space {space}")
+        super().step(action)
+
+    def __str__(self) -> str:
+        return str(self.env)
 
 
 def participant_choice(agent: str, action: Any) -> int:
@@ -199,10 +236,10 @@ class RescueMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
     # ----- spaces -----------------------------------------------------------------------------------------
 
     def observation_space(self, agent: str) -> spaces.Space:
-        return self._observation_spaces[agent]
+        return agent_space(self._observation_spaces, agent, "observation")
 
     def action_space(self, agent: str) -> spaces.Space:
-        return self._action_spaces[agent]
+        return agent_space(self._action_spaces, agent, "action")
 
     # ----- episodes ---------------------------------------------------------------------------------------
 
@@ -324,13 +361,14 @@ def parallel_env(**kwargs: Any) -> RescueMultiPartyEnv:
 
 def aec_factories(parallel: Callable[..., ParallelEnv]) -> tuple[Callable[..., AECEnv], Callable[..., AECEnv]]:
     """``raw_env`` (``parallel_to_aec`` of ``parallel``: agents act in ``agents`` order each step) and ``env`` (the
-    same with the usual wrappers: out-of-bounds actions assert, calls out of order raise), for a multi-party view."""
+    same with the usual wrappers: an action outside the acting agent's space is a one-line ``ValueError``
+    (``CheckedActionWrapper``), calls out of order raise), for a multi-party view."""
 
     def raw_env(**kwargs: Any) -> AECEnv:
         return parallel_to_aec(parallel(**kwargs))
 
     def env(**kwargs: Any) -> AECEnv:
-        return wrappers.OrderEnforcingWrapper(wrappers.AssertOutOfBoundsWrapper(raw_env(**kwargs)))
+        return wrappers.OrderEnforcingWrapper(CheckedActionWrapper(raw_env(**kwargs)))
 
     return raw_env, env
 
@@ -342,7 +380,9 @@ __all__ = [
     "SILENT",
     "SPEAK",
     "THERAPIST",
+    "CheckedActionWrapper",
     "aec_factories",
+    "agent_space",
     "participant_choice",
     "view_reset_options",
     "ParticipantPolicy",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,9 @@ from rescue_env.data.domain import (
     support_target,
     target_members,
 )
-from rescue_env.data.loading import resolve_path
+from rescue_env.data.loading import LoadReport, nothing_read, resolve_path
 from rescue_env.data.schema import SCENARIOS, Scenario
+from rescue_env.data.splits import SplitConfig, split_samples
 from rescue_env.rendering import MODES, Mode, render_header, render_row, window
 from rescue_env.reward import (
     PRESETS,
@@ -131,6 +133,37 @@ def check_info_level(value: Any) -> InfoLevel:
     return value
 
 
+def check_context_size(value: Any, *, allow_none: bool = False) -> int | None:
+    """``context_size`` as an int: -1 (every prior row) or a number of rows >= 0 (``None`` too with
+    ``allow_none``: the task's default). Anything else is a one-line ``ValueError``: ``window`` reads any negative
+    size as "all rows", so -3 would silently mean -1, and a float or a string fails somewhere deep inside."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < -1:
+        none = ", or None (the task's default)" if allow_none else ""
+        raise ValueError(f"context_size must be -1 (all prior rows) or an integer >= 0{none}, got {value!r}")
+    return int(value)
+
+
+def reset_options_dict(options: Any) -> dict[str, Any]:
+    """``reset``'s ``options`` as a new dict (``{}`` for None); anything else is the one line every env id gives
+    (``dict(options)`` would answer a string with Python's "dictionary update sequence element #0 ...")."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__}")
+    return dict(options)
+
+
+def require_samples(dataset: Dataset) -> Dataset:
+    """``dataset`` when it holds a sample; else a one-line ``ValueError`` with the loader's wording ("0 samples
+    could be read from SOURCE: REASON", ``rescue_env.data.loading.nothing_read``). Without it an empty ``Dataset``
+    would only say later that "no conversation has a decision point", which hides that nothing was read at all."""
+    if dataset.samples:
+        return dataset
+    raise ValueError(str(nothing_read(dataset.source, dataset.report))) from None
+
+
 class SharedCache:
     """A process-wide dict (precomputed episodes, sample digests, loaded datasets) that forgets the oldest entries
     beyond ``maxsize``. Entries are never changed once stored (their arrays are flagged read-only), so envs can
@@ -175,10 +208,17 @@ def sample_digest(sample: Sample) -> str:
 _DIGESTS = SharedCache(maxsize=8192)
 
 
-def shared_dataset(data: str | Path) -> Dataset:
+def shared_dataset(data: str | Path | Sequence[Sample]) -> Dataset:
     """``load_dataset(data)``, loaded once per process for a file (keyed by its path, size and modification
     time): the sub-envs of a vector env, or several envs on the same file, share one read-only ``Dataset``
-    instead of parsing and validating the release each (0.6 s) and hashing each sample again."""
+    instead of parsing and validating the release each (0.6 s) and hashing each sample again. A list (or tuple)
+    of ``Sample`` becomes a ``Dataset`` of them (``samples_dataset``); any other type is a one-line
+    ``ValueError``: left to ``Path()``, it would be a ``TypeError`` that ``gym.make`` re-raises with every
+    argument's repr, the whole data included."""
+    if isinstance(data, list | tuple):
+        return samples_dataset(data)
+    if data is not None and not isinstance(data, str | os.PathLike):
+        raise ValueError(f"data must be a path, 'demo', a Dataset or a list of Sample, got {type(data).__name__}")
     path = resolve_path(data)
     if not path.is_file():
         return load_dataset(data)
@@ -191,6 +231,26 @@ def shared_dataset(data: str | Path) -> Dataset:
 
 
 _DATASETS = SharedCache(maxsize=8)
+
+
+def samples_dataset(samples: Sequence[Sample]) -> Dataset:
+    """A ``Dataset`` of ``samples`` (already validated: ``Sample`` objects), hashed by content so that F's cache
+    (``outcome_model_for``, keyed by the data's sha256) tells two lists apart; a non-``Sample`` item or a
+    repeated sample id is a one-line ``ValueError`` that names it, never the list."""
+    for index, sample in enumerate(samples):
+        if not isinstance(sample, Sample):
+            raise ValueError(
+                f"data: item {index} of the list is a {type(sample).__name__}, not a Sample (give a path, 'demo', "
+                "a Dataset or a list of Sample)"
+            )
+    ids = [s.sample_id for s in samples]
+    if len(set(ids)) < len(ids):
+        repeated = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"data: sample id {repeated!r} occurs more than once in the list")
+    source = f"a list of {len(samples)} samples" if samples else "an empty list"
+    digest = hashlib.sha256("\n".join(sample_digest(s) for s in samples).encode()).hexdigest()
+    report = LoadReport(source=source, samples_read=len(samples), samples_loaded=len(samples))
+    return Dataset(samples=list(samples), source=source, sha256=digest, report=report)
 
 
 def annotated_states(
@@ -318,14 +378,17 @@ class RescueEnv(InfoLevelSetting, gym.Env):
     ``info_level="basic"`` (default): a few flat scalars per step, ``decision`` (index), ``row`` (1-based row
     number) and ``n_invalid`` (masked choices ignored), cheap to merge for a vector env. ``"full"`` adds
     ``sample_id``, ``scenario``, ``components``, ``scored``, ``gold`` (the real therapist's choice), ``chosen``,
-    ``state`` (the annotated state) and ``invalid`` (what was ignored, in words). ``reset``'s info and the final
-    ``episode`` are the same at both levels. The attribute ``info_level`` can be set on a built env.
+    ``state`` (the annotated state) and ``invalid`` (what was ignored, in words). ``reset``'s info is
+    ``sample_id``, ``scenario`` and ``participants``; ``"full"`` adds ``decision_points`` (the episode's length,
+    which the default leaves out so that an info shown to an agent does not tell it the horizon). The final
+    ``episode`` is the same at both levels. The attribute ``info_level`` can be set on a built env.
 
     ## Starting State
 
-    ``reset(seed, options)`` starts a conversation: ``options={"sample_id": ...}`` picks one, else
-    ``sample_order="random"`` draws one with ``np_random``, and ``"sequential"`` takes them in dataset order
-    (so that len(dataset) episodes cover it exactly once). The first observation is the first decision point.
+    ``reset(seed, options)`` starts a conversation of the ``split`` side: ``options={"sample_id": ...}`` picks
+    one, else ``sample_order="random"`` draws one with ``np_random``, and ``"sequential"`` takes them in dataset
+    order (so that as many episodes as the side has conversations cover it exactly once). The first observation
+    is the first decision point.
 
     ## Episode End
 
@@ -334,13 +397,22 @@ class RescueEnv(InfoLevelSetting, gym.Env):
 
     ## Arguments
 
-    ``data`` (path, ``"demo"`` or a loaded ``Dataset``), ``reward`` (a preset name or ``RewardConfig``),
-    ``mode`` (dialogue, audio, visual, audiovisual), ``context_size`` (rows; -1 = all), ``max_chars``,
-    ``max_participants``, ``sample_order``, ``decide_after_therapist``, ``render_mode`` (``"ansi"``, ``"human"``),
-    ``info_level`` (``"basic"``, ``"full"``).
+    ``data`` (path, ``"demo"``, a loaded ``Dataset`` or a list of ``Sample``), ``reward`` (a preset name or
+    ``RewardConfig``), ``mode`` (dialogue, audio, visual, audiovisual), ``context_size`` (rows; -1 = all),
+    ``max_chars``, ``max_participants``, ``sample_order``, ``decide_after_therapist``, ``render_mode``
+    (``"ansi"``, ``"human"``), ``info_level`` (``"basic"``, ``"full"``), ``split`` (``"all"`` default, ``"train"``,
+    ``"test"``: the side of the project's grouped split of ``data`` that is played, ``rescue_env.data.splits``),
+    ``split_seed`` = 0, ``test_fraction`` = 0.2 (the split's, as in ``RescueSim-v0``).
 
     ## Version History
 
+    * v0, ``split``, ``split_seed``, ``test_fraction`` and ``data`` as a list of ``Sample`` (issue 24): an env can
+      play one side of the grouped split, as the sim and the task envs can. The default ``split="all"`` plays
+      every conversation as before, so nothing changes unless asked and the version stays v0.
+    * v0, ``reset`` info change (issue 23): at the default ``info_level`` the reset info no longer carries
+      ``decision_points`` (the episode's length; still there with ``info_level="full"``), because a harness that
+      shows ``info`` to an LLM agent would tell it the horizon. Observations, rewards and episode ends are
+      unchanged, so the version stays v0 (Gymnasium's convention; ``RescueFlat-v0`` likewise).
     * v0, ``info`` change (issue 14): a step's ``info`` is small and flat by default (``decision``, ``row``,
       ``n_invalid``); the previous details are asked for with ``info_level="full"``. Observations, rewards and
       episode ends are unchanged, so learning results do not change and the version stays v0 (Gymnasium's
@@ -363,6 +435,9 @@ class RescueEnv(InfoLevelSetting, gym.Env):
         decide_after_therapist: bool = False,
         render_mode: str | None = None,
         info_level: InfoLevel = "basic",
+        split: str = "all",
+        split_seed: int = 0,
+        test_fraction: float = 0.2,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
@@ -370,7 +445,11 @@ class RescueEnv(InfoLevelSetting, gym.Env):
             raise ValueError(f"sample_order must be 'random' or 'sequential', got {sample_order!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-        self.dataset = data if isinstance(data, Dataset) else shared_dataset(data)
+        context_size = check_context_size(context_size)
+        self.dataset = require_samples(data if isinstance(data, Dataset) else shared_dataset(data))
+        # The whole data stays ``dataset`` (Rescue-v1 fits F on its train side); ``samples`` are the side played.
+        self.split_config = SplitConfig(split=split, seed=split_seed, test_fraction=test_fraction)
+        self.split, self.split_seed, self.test_fraction = split, split_seed, test_fraction
         self.reward_config = (
             reward if isinstance(reward, RewardConfig) else RewardConfig.preset(reward, version=self.version)
         )
@@ -381,10 +460,12 @@ class RescueEnv(InfoLevelSetting, gym.Env):
         self.info_level = info_level
         self._presets = {name: RewardConfig.preset(name, version=self.version, **self._constants()) for name in PRESETS}
         self._episodes: dict[str, Episode] = {}
-        self.samples = [s for s in self.dataset.samples if self.decision_rows(s)]
+        side = split_samples(self.dataset.samples, self.split_config)
+        self.samples = [s for s in side if self.decision_rows(s)]
         self._playable = {s.sample_id for s in self.samples}
         if not self.samples:
-            raise ValueError(f"{self.dataset.source}: no conversation has a decision point")
+            where = "" if split == "all" else f" on the {split} side"
+            raise ValueError(f"{self.dataset.source}: no conversation{where} has a decision point")
         check_slots(self.samples, max_participants)
 
         n_slots, n_strategies = max_participants, len(ALL_STRATEGY_KEYS)
@@ -549,6 +630,14 @@ class RescueEnv(InfoLevelSetting, gym.Env):
         self._point()
         return {"target": self._episode.target_mask.astype(bool), "strategy": self._episode.strategy_mask.astype(bool)}
 
+    def last_speaker_slot(self) -> int | None:
+        """The participant slot of the current observation's ``last_speaker`` (None when that is the therapist,
+        the group or someone else): what an action "support the last speaker" points at
+        (``wrappers.DiscreteSupportAction``). Read from the observed point, so it tells nothing the observation
+        does not; a flat wrapper that never builds the ``Dict`` asks it here."""
+        slot = self._episode.points[self.observed_point()].last_speaker
+        return slot if slot < self.max_participants else None
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         if seed is not None:
@@ -557,6 +646,11 @@ class RescueEnv(InfoLevelSetting, gym.Env):
         if "sample_id" in options:
             sample = self.dataset.get(options["sample_id"])
             if sample.sample_id not in self._playable:
+                if self.split != "all" and self.decision_rows(sample):
+                    raise ValueError(
+                        f"sample {options['sample_id']!r} is not on the {self.split} side of the grouped split that "
+                        "this env plays"
+                    )
                 raise ValueError(f"sample {options['sample_id']!r} has no decision point")
         elif self.sample_order == "sequential":
             sample = self.samples[self._next_sequential % len(self.samples)]
@@ -572,8 +666,11 @@ class RescueEnv(InfoLevelSetting, gym.Env):
             "sample_id": sample.sample_id,
             "scenario": self._episode.scenario,
             "participants": list(self._episode.participants),
-            "decision_points": len(self._episode.points),
         }
+        if self._full_info:
+            # The episode's length only with the details: a harness that shows an LLM the info would tell it the
+            # horizon, which the observation does not (v1 removed ``position`` for that reason).
+            info["decision_points"] = len(self._episode.points)
         return self._observation(), info
 
     def _decode(self, action: dict[str, Any]) -> tuple[bool, frozenset[int], int, list[str]]:
@@ -835,14 +932,11 @@ _TARGETS: dict[tuple[int, tuple[int, ...]], tuple[frozenset[int], bool]] = {}
 def check_reset_options(options: Any) -> dict[str, Any]:
     """``reset``'s options: None or a dict whose keys are in ``RESET_OPTIONS`` (anything else is a one-line
     ``ValueError``: an ignored option would silently play another conversation than the one asked for)."""
-    if options is None:
-        return {}
-    if not isinstance(options, Mapping):
-        raise ValueError(f"reset options must be a dict or None, got {type(options).__name__}")
+    options = reset_options_dict(options)
     unknown = sorted(set(map(str, options)) - RESET_OPTIONS)
     if unknown:
         raise ValueError(f"unknown reset option(s) {', '.join(unknown)}; known: {', '.join(sorted(RESET_OPTIONS))}")
-    return dict(options)
+    return options
 
 
 def _describe(choice: dict[str, Any]) -> str:
@@ -858,10 +952,13 @@ __all__ = [
     "Episode",
     "RescueEnv",
     "SlotMasks",
+    "check_context_size",
     "check_reset_options",
     "check_slots",
     "decode_action",
     "integer_value",
     "normalise_text",
+    "require_samples",
+    "reset_options_dict",
     "support_action_space",
 ]

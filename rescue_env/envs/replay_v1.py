@@ -170,10 +170,11 @@ class RescueEnvV1(RescueEnv):
     ## Arguments
 
     ``data``, ``reward``, ``mode``, ``context_size``, ``max_chars``, ``max_participants``, ``sample_order``,
-    ``render_mode`` as ``Rescue-v0``; ``dynamics``: ``"train"`` (default: F fitted on the train side of the
-    project's grouped split of ``data``, seed 0, so that evaluating on the test side is honest; cached by data
-    hash), ``"all"``, a path to a ``rescue-bench dynamics fit`` file, or an ``OutcomeModel``; ``outcome``;
-    ``effect_scale``.
+    ``render_mode``, ``split``, ``split_seed``, ``test_fraction`` as ``Rescue-v0`` (``split="test"`` plays the
+    held-out side); ``dynamics``: ``"train"`` (default: F fitted on the train side of the project's grouped split
+    of the whole ``data``, ``split_seed`` and ``test_fraction``, so that evaluating on the test side is honest;
+    cached by data hash), ``"all"``, a path to a ``rescue-bench dynamics fit`` file, or an ``OutcomeModel``;
+    ``outcome``; ``effect_scale``.
 
     >>> import gymnasium as gym, rescue_env
     >>> env = gym.make("Rescue-v1")                      # the demo data; F fitted on its train side
@@ -183,6 +184,13 @@ class RescueEnvV1(RescueEnv):
 
     ## Version History
 
+    * v1, ``split``, ``split_seed``, ``test_fraction`` and ``data`` as a list of ``Sample`` (issue 24), as in
+      ``Rescue-v0``; F (``dynamics="train"``) is fitted on the train side of that same split. The defaults
+      (``"all"``, seed 0, 0.2) play and fit exactly as before, so the version stays v1.
+    * v1, ``reset`` info change (issue 23): at the default ``info_level`` the reset info no longer carries
+      ``decision_points`` (the episode's length; still there with ``info_level="full"``): a harness that shows
+      ``info`` to an LLM agent would tell it the horizon, which v1's observation was made not to reveal.
+      Observations, rewards and episode ends are unchanged, so the version stays v1 (``RescueFlat-v1`` likewise).
     * v1, ``info`` change (issue 14): a step's ``info`` is small and flat by default (``decision``, ``row``,
       ``n_invalid``); the previous details (with ``predicted``) are asked for with ``info_level="full"``.
       Observations, rewards and episode ends are unchanged (F's draws are the
@@ -209,18 +217,22 @@ class RescueEnvV1(RescueEnv):
         effect_scale: float = 1.0,
         render_mode: str | None = None,
         info_level: InfoLevel = "basic",
+        split: str = "all",
+        split_seed: int = 0,
+        test_fraction: float = 0.2,
     ) -> None:
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         if not np.isfinite(effect_scale):
             raise ValueError(f"effect_scale must be a finite number, got {effect_scale!r}")
         super().__init__(
-            data, reward, mode, context_size, max_chars, max_participants, sample_order, False, render_mode, info_level
-        )
+            data, reward, mode, context_size, max_chars, max_participants, sample_order, False, render_mode, info_level,
+            split=split, split_seed=split_seed, test_fraction=test_fraction,
+        )  # fmt: skip
         if isinstance(dynamics, OutcomeModel):
             self.dynamics = dynamics
         elif str(dynamics) in ("train", "all"):
-            self.dynamics = outcome_model_for(self.dataset, str(dynamics))
+            self.dynamics = outcome_model_for(self.dataset, str(dynamics), seed=split_seed, test_fraction=test_fraction)
         else:
             self.dynamics = OutcomeModel.load(dynamics)
         self.outcome, self.effect_scale = outcome, float(effect_scale)

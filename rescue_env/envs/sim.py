@@ -39,6 +39,7 @@ from rescue_env.envs.replay import (
     check_reset_options,
     check_slots,
     decode_action,
+    require_samples,
     sample_digest,
     shared_dataset,
     support_action_space,
@@ -138,7 +139,8 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
 
     ## Arguments
 
-    ``data`` (path, ``"demo"`` or a ``Dataset``), ``starts`` (``"train"`` default, ``"test"``, ``"all"``),
+    ``data`` (path, ``"demo"``, a ``Dataset`` or a list of ``Sample``), ``starts`` (``"train"`` default, ``"test"``,
+    ``"all"``; ``split`` is the same argument under the name every env id takes),
     ``split_seed`` = 0, ``test_fraction`` = 0.2, ``dynamics`` (``"train"``: F fitted on the train side of that
     split, cached; ``"all"``; a ``rescue-bench dynamics fit`` file; an ``OutcomeModel``), ``rates`` (the
     ``SessionRates``; default: fitted on the side F is fitted on, the train side for a given model),
@@ -151,8 +153,10 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
     ``info_level="basic"`` (default): ``step`` (index) and ``n_invalid`` (masked choices ignored) per step, plus
     ``calm_bonus`` when the episode ends calm and the final ``episode`` summary. ``"full"`` adds ``sample_id``,
     ``scenario``, ``speaker`` (the client who speaks next), ``chosen``, ``state`` (the true distress per
-    participant and the tension) and ``invalid`` (what was ignored, in words). The attribute ``info_level`` can be
-    set on a built env.
+    participant and the tension) and ``invalid`` (what was ignored, in words). ``reset``'s info is ``sample_id``,
+    ``scenario`` and ``participants``; ``"full"`` adds ``steps`` (the truncation horizon, which the default leaves
+    out so that an info shown to an agent does not tell it how many steps are left; ``limit`` is the privileged
+    accessor). The attribute ``info_level`` can be set on a built env.
 
     >>> import gymnasium as gym, rescue_env
     >>> env = gym.make("RescueSim-v0")                   # the demo data; F fitted on its train side
@@ -162,6 +166,12 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
 
     ## Version History
 
+    * v0, ``split`` (issue 24): the side played under the name every env id takes, the same as ``starts``
+      (which stays); ``last_speaker_slot()`` for ``DiscreteSupportAction``. Nothing else changes.
+    * v0, ``reset`` info change (issue 23): at the default ``info_level`` the reset info no longer carries
+      ``steps`` (the truncation horizon; still there with ``info_level="full"``), because a harness that shows
+      ``info`` to an LLM agent would tell it how many steps are left. Observations, rewards, dynamics and episode
+      ends are unchanged, so the version stays v0 (``RescueSimFlat-v0`` likewise).
     * v0, ``info`` change (issue 14): a step's ``info`` is small and flat by default (``step``, ``n_invalid``); the
       previous details are asked for with ``info_level="full"``. Observations, rewards, dynamics and episode ends
       are unchanged (the same given the seed), so learning results do not change and the version stays v0
@@ -175,7 +185,7 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
     def __init__(
         self,
         data: str | Dataset = "demo",
-        starts: str = "train",
+        starts: str | None = None,
         split_seed: int = 0,
         test_fraction: float = 0.2,
         dynamics: str | Path | OutcomeModel = "train",
@@ -194,7 +204,13 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
         max_participants: int = 6,
         render_mode: str | None = None,
         info_level: InfoLevel = "basic",
+        split: str | None = None,
     ) -> None:
+        # ``split`` is the name every env id takes for the side played (the replays, the task envs); ``starts`` the
+        # sim's own, kept. Default: the train side.
+        if split is not None and starts is not None and split != starts:
+            raise ValueError(f"split={split!r} and starts={starts!r} disagree: give one of them")
+        starts = split or starts or "train"
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
         if starts not in SPLITS:
@@ -215,7 +231,7 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
                 raise ValueError(f"{name} must be a finite number in [{low}, {high}], got {value!r}")
         if opening < 1 or (max_steps is not None and max_steps < 1) or max_participants < 1:
             raise ValueError("opening, max_steps and max_participants must be >= 1")
-        self.dataset = data if isinstance(data, Dataset) else shared_dataset(data)
+        self.dataset = require_samples(data if isinstance(data, Dataset) else shared_dataset(data))
         self.starts, self.split_seed, self.test_fraction = starts, split_seed, test_fraction
         fit_side = "all" if str(dynamics) == "all" else "train"
         if isinstance(dynamics, OutcomeModel):
@@ -381,8 +397,11 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
             "sample_id": sample.sample_id,
             "scenario": self._episode.scenario,
             "participants": list(self._episode.participants),
-            "steps": self.limit,
         }
+        if self._full_info:
+            # The horizon only with the details: a harness that shows an LLM the info would tell it how many steps
+            # are left, which the observation (``elapsed``) does not.
+            info["steps"] = self.limit
         return self._observation(), info
 
     @property
@@ -419,6 +438,12 @@ class RescueSimEnv(InfoLevelSetting, gym.Env):
             "target_mask": episode.target_mask.copy(),
             "strategy_mask": episode.strategy_mask.copy(),
         }
+
+    def last_speaker_slot(self) -> int | None:
+        """The slot of the last client speaker, as the observation's ``last_speaker`` shows it (None: none yet);
+        what ``wrappers.DiscreteSupportAction`` reads to decode "the last speaker"."""
+        self._require()
+        return self._live.last_speaker if self._live is not None else None
 
     def action_masks(self) -> dict[str, np.ndarray]:
         """Valid target bits and strategies (for masking learners)."""

@@ -25,6 +25,7 @@ from rescue_env.envs.multiparty import (
     SPEAK,
     THERAPIST,
     aec_factories,
+    agent_space,
     participant_agent,
     participant_choice,
     view_reset_options,
@@ -277,10 +278,10 @@ class RescueSimMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
     # ----- spaces -----------------------------------------------------------------------------------------
 
     def observation_space(self, agent: str) -> spaces.Space:
-        return self._observation_spaces[agent]
+        return agent_space(self._observation_spaces, agent, "observation")
 
     def action_space(self, agent: str) -> spaces.Space:
-        return self._action_spaces[agent]
+        return agent_space(self._action_spaces, agent, "action")
 
     @property
     def transcript(self) -> list[dict[str, Any]]:

@@ -1,6 +1,8 @@
 """Wrappers that turn ``Rescue-v0`` into what an off-the-shelf learner (SB3's ``MlpPolicy``) takes: a flat ``Box``
-observation and a ``MultiDiscrete`` action. MiniGrid's ``FlatObsWrapper`` is the model: the env stays one class
-with a rich observation, and the learner-facing encoding lives here (``RescueFlat-v0`` = ``make_flat_env``).
+observation and a ``MultiDiscrete`` action (``FlatAction``) or one ``Discrete`` action (``DiscreteSupportAction``).
+MiniGrid's ``FlatObsWrapper`` is the model: the env stays one class with a rich observation, and the
+learner-facing encoding lives here (``RescueFlat-v0`` = ``make_flat_env``, ``RescueFlatDiscrete-v0`` =
+``make_flat_env(action="discrete")``).
 
 Every feature is a function of the observation alone (the ``context`` text and the small fields beside it): never
 of ``info``, ``env.gold()`` or ``env.state()``, which carry the annotations and the real therapist's choice.
@@ -20,8 +22,9 @@ from gymnasium import spaces
 
 from rescue_env.data.domain import SpeakerClass, speaker_class
 from rescue_env.embeddings import EMBEDDING_DIM, MiniLM, check_embeddings_available
-from rescue_env.envs.replay import RescueEnv, SharedCache
+from rescue_env.envs.replay import RescueEnv, SharedCache, integer_value
 from rescue_env.rendering import ParsedRow, header_slots, split_context
+from rescue_env.taxonomy import ALL_STRATEGY_KEYS
 
 _TOKEN = re.compile(r"[a-z0-9']+")
 
@@ -168,6 +171,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         self._points: LRUCache[tuple, np.ndarray] = LRUCache(cache_size)
         self._by_episode: dict[int, tuple[Any, list[np.ndarray | None]]] = {}
         self._vectors: list[np.ndarray | None] | None = None
+        self._last_speaker: int | None = None
         self._position = self.feature_slices[self.time_key].start
         self._log_time = self.time_key == "elapsed"
         self._has_extra = type(self).extra_features is not FlatObservation.extra_features  # skip the hook's call
@@ -216,6 +220,16 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
                 self._by_episode.clear()
             entry = self._by_episode[id(episode)] = (episode, [None] * len(episode.points))
         return entry[1]
+
+    def last_speaker_slot(self) -> int | None:
+        """The participant slot of the last observation's ``last_speaker`` (None: the therapist, the group, someone
+        else, or no observation yet), for ``DiscreteSupportAction``'s "the last speaker": the observation's own
+        field, read back, since the flat vector hides it among the features. On the fast path no ``Dict`` is
+        built, and the replay answers from the point it shows."""
+        if self._vectors is not None:
+            return self.env.last_speaker_slot()
+        slot = self._last_speaker
+        return slot if slot is not None and slot < self.n_slots else None
 
     @property
     def feature_names(self) -> list[str]:
@@ -312,6 +326,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         # step is a look-up and a copy. The masks and slots follow from the context's header, the scenario and the
         # participants, so those make the key, with the time values (a replay shows each decision point at one
         # time) unless ``time_in_key`` is off (the sim's clock differs at every step: it is written in per step).
+        self._last_speaker = last_speaker = int(observation["last_speaker"])  # for ``last_speaker_slot``
         time = observation[self.time_key]
         times = time.tolist() if type(time) is np.ndarray and time.ndim == 1 else np.ravel(time).tolist()
         participants = observation["participants"]
@@ -319,7 +334,7 @@ class FlatObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
             participants = np.asarray(participants)
         point = (
             observation["context"],
-            int(observation["last_speaker"]),
+            last_speaker,
             int(observation["scenario"]),
             participants.tobytes(),
         )
@@ -476,8 +491,123 @@ class FlatAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
         """Valid choices per sub-action, concatenated (the format of sb3-contrib's ``MaskablePPO`` for
         ``MultiDiscrete``): a masked target slot may only be 0; masked strategies are invalid."""
         masks = self.env.get_wrapper_attr("action_masks")()
-        target = [[True, bool(valid)] for valid in masks["target"]]
-        return np.array([True, True, *(b for pair in target for b in pair), *masks["strategy"].tolist()], dtype=bool)
+        return flat_action_masks(masks["target"], masks["strategy"])
+
+
+def flat_action_masks(target: np.ndarray, strategy: np.ndarray) -> np.ndarray:
+    """``FlatAction.action_masks`` from the two masks of the observation (``target_mask``, ``strategy_mask``)."""
+    pairs = [[True, bool(valid)] for valid in np.asarray(target).tolist()]
+    return np.array([True, True, *(b for pair in pairs for b in pair), *np.asarray(strategy).tolist()], dtype=bool)
+
+
+def discrete_action_masks(target: np.ndarray, strategy: np.ndarray, last_speaker: int | None) -> np.ndarray:
+    """``DiscreteSupportAction.action_masks`` from the observation's ``target_mask`` and ``strategy_mask`` and the
+    last speaker's slot (None: not a participant): keep listening, then (last speaker, everyone, each slot) x
+    strategy."""
+    target, strategy = np.asarray(target).astype(bool), np.asarray(strategy).astype(bool)
+    speaker = last_speaker is not None and bool(target[last_speaker])
+    targets = np.array([speaker, bool(target[-1]), *target[:-1].tolist()], dtype=bool)
+    return np.concatenate([[True], np.outer(targets, strategy).ravel()])
+
+
+class DiscreteSupportAction(gym.ActionWrapper, gym.utils.RecordConstructorArgs):
+    """One ``Discrete`` action in place of the support ``Dict`` action (``intervene``, ``target``, ``strategy``) of
+    any Rescue env, replay or closed loop, for learners that are quicker on one categorical than on
+    ``FlatAction``'s nine (SB3's PPO spends most of a step's time outside the env on those):
+
+    - ``0``: keep listening (one action: the strategy means nothing without an intervention);
+    - ``1 + k * n_strategies + s``: intervene with strategy ``s`` (``ALL_STRATEGY_KEYS``) on target ``k``:
+      ``k = 0`` the last speaker (the observation's ``last_speaker``, when that is a participant), ``k = 1``
+      everyone (the group bit), ``k = 2 + i`` participant slot ``i``.
+
+    So ``1 + (max_participants + 2) * 11`` actions (89 with 6 slots). Subgroups short of everyone are left out:
+    one person or everyone is the target of 1,611 of the release's 1,637 supports (98 %); ``FlatAction``
+    (``RescueFlat-v0``) reaches any subset. ``action_masks()`` is one bool per action, what sb3-contrib's
+    ``MaskablePPO`` takes for a ``Discrete`` space: keep listening always; "last speaker" only when the last
+    speaker is a participant; a slot only when present; a strategy only in the scenario's taxonomy. A masked action
+    is still accepted (as the ``Dict`` envs accept masked choices): an absent slot is sent as its bit, which the env
+    ignores and counts; "last speaker" without one is an intervention on no one, counted here in
+    ``info["n_invalid"]``.
+
+    The last speaker is asked of the env below (``last_speaker_slot()``: ``FlatObservation`` reads it back from the
+    observation it encoded, the replays from the point they show), so the action means nothing the observation
+    does not show.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ActionWrapper.__init__(self, env)
+        source = env.action_space
+        if not isinstance(source, spaces.Dict) or set(source.spaces) != {"intervene", "target", "strategy"}:
+            raise TypeError(f"DiscreteSupportAction wraps the Rescue envs' Dict action, got {source}")
+        try:
+            self._last_speaker_of = env.get_wrapper_attr("last_speaker_slot")
+        except AttributeError:
+            raise TypeError(
+                "DiscreteSupportAction needs last_speaker_slot() below it (a FlatObservation, or a Rescue replay)"
+            ) from None
+        self.n_slots = int(np.prod(source["target"].shape)) - 1
+        self.n_strategies = int(source["strategy"].n)
+        self.n_targets = self.n_slots + 2  # last speaker, everyone, each slot
+        self.action_space = spaces.Discrete(1 + self.n_targets * self.n_strategies)
+        self._n = int(self.action_space.n)
+        bits = np.eye(self.n_slots + 1, dtype=np.int8)  # row i: slot i; the last row: the group bit
+        bits.flags.writeable = False
+        self._bits = list(bits)
+        self._nobody = np.zeros(self.n_slots + 1, dtype=np.int8)
+        self._nobody.flags.writeable = False
+        self._no_last_speaker = False
+        self._masks: dict[tuple[bytes, bytes, int | None], np.ndarray] = {}
+
+    def action(self, action: Any) -> dict[str, Any]:
+        index = integer_value(action)
+        if index is None or not 0 <= index < self._n:
+            raise ValueError(f"action={action!r} is outside {self.action_space}: give an integer in [0, {self._n})")
+        self._no_last_speaker = False
+        if index == 0:
+            # Strategy 0 (track) is in both taxonomies, so keeping listening is never counted as a masked choice.
+            return {"intervene": 0, "target": self._nobody, "strategy": 0}
+        k, strategy = divmod(index - 1, self.n_strategies)
+        if k == 0:
+            slot = self._last_speaker_of()
+            if slot is None:
+                self._no_last_speaker = True
+                target = self._nobody
+            else:
+                target = self._bits[slot]
+        else:
+            target = self._bits[self.n_slots if k == 1 else k - 2]
+        return {"intervene": 1, "target": target, "strategy": strategy}
+
+    def step(self, action: Any):
+        observation, reward, terminated, truncated, info = self.env.step(self.action(action))
+        if self._no_last_speaker:
+            # The env sees an intervention on no one, which it does not count; this wrapper's masked choice was it.
+            info["n_invalid"] = info.get("n_invalid", 0) + 1
+            if "invalid" in info:
+                info["invalid"] = [*info["invalid"], "target: no last speaker to support"]
+        return observation, reward, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        """One bool per action (keep listening, then target-major x strategy), for ``MaskablePPO``."""
+        masks = self.env.get_wrapper_attr("action_masks")()
+        target, strategy = masks["target"], masks["strategy"]
+        slot = self._last_speaker_of()
+        key = (target.tobytes(), strategy.tobytes(), slot)
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = discrete_action_masks(target, strategy, slot)
+            mask.flags.writeable = False
+            self._masks[key] = mask  # a few patterns per scenario x participants x last speaker
+        return mask.copy()
+
+    def describe(self, index: int) -> str:
+        """``index`` in words: "keep listening", "last speaker, track", "everyone, join", "slot 1, reframe"."""
+        if index == 0:
+            return "keep listening"
+        k, strategy = divmod(index - 1, self.n_strategies)
+        whom = "last speaker" if k == 0 else "everyone" if k == 1 else f"slot {k - 2}"
+        return f"{whom}, {ALL_STRATEGY_KEYS[strategy]}"
 
 
 class SimFlatObservation(FlatObservation):
@@ -497,6 +627,17 @@ class SimFlatObservation(FlatObservation):
         return np.clip(np.concatenate([distress, stance]), 0.0, 1.0)
 
 
+ACTIONS: dict[str, type[gym.ActionWrapper]] = {"multidiscrete": FlatAction, "discrete": DiscreteSupportAction}
+"""The flat ids' ``action`` argument: ``FlatAction`` (``RescueFlat-*``) or ``DiscreteSupportAction``
+(``RescueFlatDiscrete-*``, ``RescueSimFlatDiscrete-*``)."""
+
+
+def _action_wrapper(action: str) -> type[gym.ActionWrapper]:
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}")
+    return ACTIONS[action]
+
+
 def make_flat_env(
     hash_dim: int = 256,
     embeddings: bool = False,
@@ -504,19 +645,22 @@ def make_flat_env(
     turn_window: int = 8,
     cache_size: int = 16384,
     version: int = 0,
+    action: str = "multidiscrete",
     **env_kwargs: Any,
 ) -> gym.Env:
     """``RescueFlat-v0`` (``version=0``: ``RescueEnv(**env_kwargs)``) or ``RescueFlat-v1`` (``version=1``:
-    ``RescueEnvV1``, ``elapsed`` in place of ``position``, log-scaled) with ``FlatObservation`` and ``FlatAction``;
-    ``action_masks()`` works with sb3-contrib's ``MaskablePPO``."""
+    ``RescueEnvV1``, ``elapsed`` in place of ``position``, log-scaled) with ``FlatObservation`` and ``FlatAction``
+    (``action="discrete"``: ``DiscreteSupportAction``, the ``RescueFlatDiscrete`` ids); ``action_masks()`` (through
+    ``env.get_wrapper_attr`` once ``gym.make`` has wrapped it) works with sb3-contrib's ``MaskablePPO``."""
     from rescue_env.envs.replay import RescueEnv
     from rescue_env.envs.replay_v1 import RescueEnvV1
 
     classes = {0: RescueEnv, 1: RescueEnvV1}
     if version not in classes:
         raise ValueError(f"version must be 0 or 1, got {version!r}")
+    wrapper = _action_wrapper(action)
     features = dict(hash_dim=hash_dim, last_row_weight=last_row_weight, turn_window=turn_window, cache_size=cache_size)
-    return FlatAction(FlatObservation(classes[version](**env_kwargs), embeddings=embeddings, **features))
+    return wrapper(FlatObservation(classes[version](**env_kwargs), embeddings=embeddings, **features))
 
 
 def make_sim_flat_env(
@@ -525,23 +669,36 @@ def make_sim_flat_env(
     last_row_weight: float = 2.0,
     turn_window: int = 8,
     cache_size: int = 16384,
+    action: str = "multidiscrete",
+    version: int = 0,
     **env_kwargs: Any,
 ) -> gym.Env:
-    """``RescueSimFlat-v0``: ``RescueSimEnv(**env_kwargs)`` with ``SimFlatObservation`` and ``FlatAction``;
-    ``action_masks()`` works with sb3-contrib's ``MaskablePPO``."""
+    """``RescueSimFlat-v0`` (``version=0``: ``RescueSimEnv(**env_kwargs)``) or ``RescueSimFlat-v1`` (``version=1``:
+    ``RescueSimEnvV1``) with ``SimFlatObservation`` and ``FlatAction`` (``action="discrete"``:
+    ``DiscreteSupportAction``, ``RescueSimFlatDiscrete-v0/-v1``); ``action_masks()`` works with sb3-contrib's
+    ``MaskablePPO``. ``split`` (in ``env_kwargs``) is the sim's ``starts`` under the name every env id takes."""
     from rescue_env.envs.sim import RescueSimEnv
+    from rescue_env.envs.sim_v1 import RescueSimEnvV1
 
+    classes = {0: RescueSimEnv, 1: RescueSimEnvV1}
+    if version not in classes:
+        raise ValueError(f"version must be 0 or 1, got {version!r}")
+    wrapper = _action_wrapper(action)
     features = dict(hash_dim=hash_dim, last_row_weight=last_row_weight, turn_window=turn_window, cache_size=cache_size)
-    return FlatAction(SimFlatObservation(RescueSimEnv(**env_kwargs), embeddings=embeddings, **features))
+    return wrapper(SimFlatObservation(classes[version](**env_kwargs), embeddings=embeddings, **features))
 
 
 __all__ = [
+    "ACTIONS",
     "EMBEDDING_DIM",
+    "DiscreteSupportAction",
     "FlatAction",
     "FlatObservation",
     "LRUCache",
     "SimFlatObservation",
     "check_embeddings_available",
+    "discrete_action_masks",
+    "flat_action_masks",
     "make_flat_env",
     "make_sim_flat_env",
     "stable_bucket",
