@@ -303,7 +303,10 @@ def test_cli_with_a_trained_model(tmp_path: Path, capsys) -> None:
     from rescue_env.envs.wrappers import make_sim_flat_env
 
     env = make_sim_flat_env(hash_dim=16, data="demo", starts="train")
+    from policies.sb3 import quiet_logger
+
     model = MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+    model.set_logger(quiet_logger())  # no SB3-<date> folder in the temp directory
     model.learn(16)
     model.save(tmp_path / "model.zip")
     sidecar = {
