@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import without_annotations
+from conftest import make_sample, without_annotations
 
-from benchmarks.base import PromptOptions
+from benchmarks.base import Instance, PromptOptions
 from benchmarks.registry import get_task
 from benchmarks.solvers import TASKS, CrossFitAgent, assign_folds
+from benchmarks.solvers.crossfit import BALANCE
 from benchmarks.solvers.emotion import current_row, row_features
 from benchmarks.solvers.features import (
     InstanceView,
@@ -141,6 +142,51 @@ def test_folds_hold_whole_groups_and_the_seed_deals_them(demo) -> None:
         assign_folds(instances, demo, folds=1)
 
 
+def _unequal_groups() -> tuple[list[Instance], dict[str, Sample]]:
+    """20 couples and 6 families (each its own people), every group of a different size: the old largest-first
+    deal gave one deal for every seed on such data, since the seed only broke ties between equal sizes."""
+    samples, instances = {}, []
+    groups = [(f"couple_{k:02d}/session", "couple", ["Therapist", f"A{k}", f"B{k}"], 3 + k) for k in range(20)]
+    groups += [
+        (f"family_therapy/{k:03d}/merged", "family", ["Therapist", f"Parent{k}", f"Child{k}"], 5 + 3 * k)
+        for k in range(6)
+    ]
+    for sample_id, scenario, speakers, size in groups:
+        samples[sample_id] = Sample.model_validate(make_sample(sample_id, speakers, scenario=scenario))
+        instances += [
+            Instance(task="rpp", instance_id=f"{sample_id}#{j}", sample_id=sample_id, scenario=scenario, row=0, gold={})
+            for j in range(size)
+        ]
+    return instances, samples
+
+
+def test_every_seed_deals_a_different_balanced_fold_of_whole_groups() -> None:
+    instances, samples = _unequal_groups()
+    groups = group_of(samples.values())
+    deals = set()
+    for seed in range(10):
+        folds = assign_folds(instances, samples, folds=5, seed=seed)
+        assert set(folds) == {i.instance_id for i in instances} and set(folds.values()) == set(range(5))
+        fold_of_group: dict[str, set[int]] = {}
+        for instance in instances:
+            fold_of_group.setdefault(groups[instance.sample_id], set()).add(folds[instance.instance_id])
+        assert all(len(f) == 1 for f in fold_of_group.values())  # no group in two folds
+        sizes = np.bincount(list(folds.values()), minlength=5)
+        assert sizes.max() <= BALANCE * sizes.min()  # the balance rule holds (it is reachable on this data)
+        families = {folds[i.instance_id] for i in instances if i.scenario == "family"}
+        assert families == set(range(5))  # 6 families, 5 folds: every fold holds one
+        deals.add(frozenset(frozenset(g for g, f in fold_of_group.items() if f == {k}) for k in range(5)))
+        assert assign_folds(instances, samples, folds=5, seed=seed) == folds  # deterministic for a seed
+    assert len(deals) == 10  # ten seeds, ten partitions of the groups (not just the fold numbers relabelled)
+
+
+def test_a_deal_that_cannot_be_balanced_is_still_made() -> None:
+    instances, samples = _unequal_groups()
+    two = [i for i in instances if i.sample_id in {"couple_00/session", "couple_19/session"}]
+    folds = assign_folds(two, samples, folds=3, seed=0)  # 2 groups, 3 folds: one fold stays empty
+    assert len(set(folds.values())) == 2 and folds == assign_folds(two, samples, folds=3, seed=0)
+
+
 def test_on_the_release_families_are_grouped_by_their_people_not_their_number(text_file) -> None:
     samples = {s.sample_id: s for s in load_dataset(text_file)}
     instances = get_task("rpp").build_instances(list(samples.values()))
@@ -184,6 +230,13 @@ def test_evaluate_runs_a_trained_agent_cross_fitted(tmp_path: Path, capsys) -> N
     assert all(task["failures"] == 0 for task in results["tasks"].values())
     records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(records) == sum(t["instances"] for t in results["tasks"].values())
+    # Each record says which fold held its instance out: the deal of assign_folds for the run's seed (0).
+    frame = pd.read_json(out / "predictions.jsonl", lines=True)
+    samples = {s.sample_id: s for s in load_dataset("demo")}
+    for name, rows in frame.groupby("task"):
+        instances = get_task(name).build_instances(list(samples.values()))
+        dealt = assign_folds(instances, samples, folds=3, seed=0)
+        assert dict(zip(rows.instance_id, rows.fold)) == dealt
 
 
 @pytest.mark.parametrize(
