@@ -51,6 +51,7 @@ from rescue_env.dynamics.simulation import fit_session_rates
 from rescue_env.envs.replay import RescueEnv
 from rescue_env.envs.replay_v1 import RescueEnvV1
 from rescue_env.envs.sim import RescueSimEnv
+from rescue_env.envs.sim_v1 import RescueSimEnvV1
 from rescue_env.rendering import MODES, Mode
 from rescue_env.reward import PRESETS, Preset, RewardConfig
 
@@ -67,10 +68,15 @@ __all__ = [
     "step_record",
 ]
 
-ENV_IDS = ("Rescue-v0", "Rescue-v1", "RescueSim-v0")
+ENV_IDS = ("Rescue-v0", "Rescue-v1", "RescueSim-v0", "RescueSim-v1")
 """Environments a rollout plays (sequential ``Dict`` observations that the LLM policy reads)."""
-ENV_CLASSES: dict[str, type] = {"Rescue-v0": RescueEnv, "Rescue-v1": RescueEnvV1, "RescueSim-v0": RescueSimEnv}
-CLOSED_LOOP = frozenset({"RescueSim-v0"})
+ENV_CLASSES: dict[str, type] = {
+    "Rescue-v0": RescueEnv,
+    "Rescue-v1": RescueEnvV1,
+    "RescueSim-v0": RescueSimEnv,
+    "RescueSim-v1": RescueSimEnvV1,
+}
+CLOSED_LOOP = frozenset({"RescueSim-v0", "RescueSim-v1"})
 """Envs whose state follows the actions: no gold, no presets, the opening instead of a context window."""
 PARTICIPANTS = ("replay", "llm")
 TRAJECTORIES = "trajectories.jsonl"
@@ -155,6 +161,10 @@ def _unwrapped_rescue_env(env: Any) -> RescueEnv | RescueSimEnv:
 
 def reward_of(env: RescueEnv | RescueSimEnv) -> tuple[str, dict[str, Any]]:
     """The reward's name and constants, as reports print them (the sim's is Eq. 14 with its lambda, kappa, gamma)."""
+    if isinstance(env, RescueSimEnvV1):
+        # Eq. 14 plus the behaviour prior and the optional uncertainty penalty (RescueSimEnvV1's docstring)
+        constants = {"lam": env.lam, "kappa": env.kappa, "gamma": env.gamma, "beta": env.beta, "penalty": env.penalty}
+        return "eq14+prior", constants
     if isinstance(env, RescueSimEnv):
         return "eq14", {"lam": env.lam, "kappa": env.kappa, "gamma": env.gamma}
     return _reward_name(env.reward_config, env.version), env.reward_config.model_dump()
@@ -276,7 +286,7 @@ class RolloutConfig(BaseModel):
                 )
             if self.context_size != defaults["context_size"].default:
                 raise ValueError(f"--context-size sets the replays' window; {self.env_id} shows its whole opening")
-        if self.participants == "llm" and (self.env_id not in CLOSED_LOOP or self.model is None):
+        if self.participants == "llm" and (self.env_id != "RescueSim-v0" or self.model is None):
             raise ValueError(
                 "--participants llm plays the participants as LLM personas in RescueSim-v0 with the therapist's "
                 "model: give --env RescueSim-v0 and --model"
@@ -378,6 +388,7 @@ class Rollout(ModelRun):
         self._client = client
         self._dynamics = None
         self._rates = None
+        self._sim_v1: dict[str, Any] | None = None
         self.persona_failures: Counter[str] = Counter()
         self.env = self._make_env(self.dataset)
         self.samples, self.outside = self._select()
@@ -388,14 +399,16 @@ class Rollout(ModelRun):
 
     def _make_env(self, dataset: Dataset, render: bool = False) -> RescueEnv | RescueSimEnv:
         c = self.config
-        if c.env_id in ("Rescue-v1", *CLOSED_LOOP) and self._dynamics is None:
+        if c.env_id == "RescueSim-v1":
+            return self._make_sim_v1(dataset, render)
+        if c.env_id in ("Rescue-v1", "RescueSim-v0") and self._dynamics is None:
             # F (and the sim's session rates) are fitted once, on the train side of this run's grouped split of
             # the whole data, whatever subset of conversations an env plays: evaluating on the test side never
             # sees its own transitions.
             self._dynamics = outcome_model_for(self.dataset, "train", seed=c.split_seed, test_fraction=c.test_fraction)
             train = split_samples(self.dataset.samples, c.split_config().model_copy(update={"split": "train"}))
             self._rates = fit_session_rates(train)
-        if c.env_id in CLOSED_LOOP:
+        if c.env_id == "RescueSim-v0":
             return RescueSimEnv(
                 dataset,
                 starts="all",
@@ -415,6 +428,24 @@ class Rollout(ModelRun):
             render_mode="ansi" if render else None,
             info_level="full",
             **kwargs,
+        )
+
+    def _make_sim_v1(self, dataset: Dataset, render: bool) -> RescueSimEnvV1:
+        """``RescueSim-v1`` over ``dataset``, with the models, session rates and behaviour weight of the whole
+        data's train side (fitted once per run: an env over one conversation would otherwise fix its beta on that
+        conversation alone)."""
+        c = self.config
+        settings = {"mode": c.mode, "info_level": "full", "render_mode": "ansi" if render else None}
+        if self._sim_v1 is None:
+            full = RescueSimEnvV1(
+                self.dataset, starts="all", split_seed=c.split_seed, test_fraction=c.test_fraction, **settings
+            )
+            parts = {"dynamics": full.outcome_model, "behaviour": full.behaviour, "rates": full.rates}
+            self._sim_v1 = {**parts, "beta": full.beta}
+            if dataset is self.dataset and not render:
+                return full
+        return RescueSimEnvV1(
+            dataset, starts="all", split_seed=c.split_seed, test_fraction=c.test_fraction, **self._sim_v1, **settings
         )
 
     def _steps(self, sample: Sample) -> int:

@@ -6,7 +6,7 @@ the PettingZoo multi-party views, and a Ray Tune sweep over seeds x an env coeff
 
 - ``ppo_config(target, ...)`` builds a ``PPOConfig`` for ``target``: a flat id (``RescueFlat-v0``,
   ``RescueFlatDiscrete-v0``, ``RescueSimFlatDiscrete-v1``, any ``Rescue*Flat*`` id) or a view (``"multiparty"``:
-  the replay's ``rescue_env.envs.multiparty.parallel_env``; ``"sim_multiparty"``: the closed loop's).
+  the replay's ``rescue_env.envs.multiparty_v1.parallel_env``; ``"sim_multiparty"``: the closed loop's).
 - ``train(config, iterations)`` runs ``Algorithm.train()`` in this process and returns the result dicts;
   ``sweep(...)`` runs one ``tune.Tuner`` over ``seeds x values`` of ``coefficient``; ``write_results`` writes the
   rows with the settings, the package versions and the data's sha256.
@@ -94,11 +94,11 @@ MASKED_LOGIT = -1e9
 FLAT_ENV, VIEW_ENV = "rescue_flat", "rescue_multiparty"
 """The names ``register_env`` gives the two creators (``env_config`` says which id or view)."""
 VIEWS = {
-    "multiparty": "rescue_env.envs.multiparty:parallel_env",
+    "multiparty": "rescue_env.envs.multiparty_v1:parallel_env",
     "sim_multiparty": "rescue_env.envs.sim_multiparty:parallel_env",
 }
-"""The PettingZoo views by ``target`` name: the replay (``rescue_multiparty_v0``) and the closed loop
-(``rescue_sim_multiparty_v0``, on ``RescueSim-v0``)."""
+"""The PettingZoo views by ``target`` name: the replay (``rescue_multiparty_v1``: no gold in its infos) and the
+closed loop (``rescue_sim_multiparty_v0``, on ``RescueSim-v0``)."""
 FEATURE_KEYS = frozenset({"hash_dim", "last_row_weight", "turn_window", "embeddings", "cache_size"})
 """``env_kwargs`` a view's observation encoder takes (the flat ids take them as their own arguments)."""
 THERAPIST_MODULE, PARTICIPANT_MODULE = "therapist", "participant"

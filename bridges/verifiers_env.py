@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 THERAPIST = "therapist"
-THERAPIST_ENV_IDS: tuple[str, ...] = (*ROLLOUT_ENV_IDS, *(e for e in ("RescueSim-v1",) if e not in ROLLOUT_ENV_IDS))
+THERAPIST_ENV_IDS: tuple[str, ...] = ROLLOUT_ENV_IDS
 SESSION_OVER = "The session is over: no further decision is needed."
 _UNUSED_OUTPUT = Path(".verifiers-bridge-unused")  # Evaluation / Rollout want a run directory; nothing is written
 
@@ -476,10 +476,8 @@ class TherapistBridge:
         if env_id not in THERAPIST_ENV_IDS:
             raise ValueError(f"unknown env {env_id!r}; the therapist plays {', '.join(THERAPIST_ENV_IDS)}")
         self.env_id = env_id
-        # A rollout's config, its env construction and its selection of conversations. RescueSim-v1 (not a rollout
-        # env) is selected as RescueSim-v0 (the same playable conversations: one opening rule) and takes its rules.
-        played_as = env_id if env_id in ROLLOUT_ENV_IDS else "RescueSim-v0"
-        self.config = RolloutConfig(env_id=played_as, model="verifiers-bridge", **options)
+        # A rollout's config, its env construction and its selection of conversations.
+        self.config = RolloutConfig(env_id=env_id, model="verifiers-bridge", **options)
         self.rollout = Rollout(self.config, _UNUSED_OUTPUT)
         self.dataset = self.rollout.dataset
         self.samples: list[Sample] = list(self.rollout.samples)
@@ -491,19 +489,7 @@ class TherapistBridge:
 
     def make_env(self, sample: Sample) -> Any:
         """A fresh env for one conversation, built as ``rescue-bench rollout`` builds it."""
-        if self.env_id in ROLLOUT_ENV_IDS:
-            return self.rollout._make_env(subset(self.dataset, [sample]))
-        from rescue_env.envs.sim_v1 import RescueSimEnvV1
-
-        c = self.config
-        return RescueSimEnvV1(
-            self.dataset,
-            starts="all",
-            split_seed=c.split_seed,
-            test_fraction=c.test_fraction,
-            mode=c.mode,
-            info_level="full",
-        )
+        return self.rollout._make_env(subset(self.dataset, [sample]))
 
     def start(self, sample_id: str) -> Episode:
         """The episode of ``sample_id``, reset with the rollout's episode seed."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -75,6 +77,26 @@ def local_ray(ray_train):
     ray.shutdown()
 
 
+def _readme_ray_lines() -> list[str]:
+    """The README's ``python scripts/train_ray.py ...`` lines (continuations joined), from its bash blocks."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```bash\n(.*?)^```", readme, re.M | re.S)
+    lines = [" ".join(line.split()) for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    return [line for line in lines if line.startswith("python scripts/train_ray.py ")]
+
+
+README_RAY_LINES = _readme_ray_lines()
+
+
+def test_every_readme_ray_line_is_a_valid_command(script, ray_train):
+    # The real runs take minutes, so the tests parse them (the check line runs below): options, target, data.
+    assert len(README_RAY_LINES) == 4
+    for line in README_RAY_LINES:
+        args = script.parser().parse_args(shlex.split(line)[2:])
+        ray_train.check_target(args.target)
+        assert args.iterations >= 1 and args.output.startswith("runs/ray/")
+
+
 # ----- without Ray running ------------------------------------------------------------------------------------------
 
 
@@ -103,7 +125,8 @@ def test_masked_observation_carries_the_action_masks(ray_train, env_id):
 
 def test_flat_replay_view_is_the_flat_id_for_the_therapist(ray_train):
     """The replay view's therapist sees, may take and earns exactly what ``RescueFlatDiscrete-v0`` shows."""
-    from rescue_env.envs.multiparty import THERAPIST, parallel_env
+    from rescue_env.envs.multiparty import THERAPIST
+    from rescue_env.envs.multiparty_v1 import parallel_env
 
     flat = ray_train.make_flat({"env_id": "RescueFlatDiscrete-v0"})
     view = ray_train.FlatMultiPartyView(parallel_env())
@@ -167,7 +190,7 @@ def _same(a, b, columns=SEEDED) -> None:
         assert a[column] == pytest.approx(b[column], rel=1e-6, abs=1e-9), column
 
 
-def test_ppo_and_tune_sweep_on_local_ray(script, ray_train, local_ray, tmp_path, capsys):
+def test_ppo_and_tune_sweep_on_local_ray(script, ray_train, local_ray, tmp_path, capsys, monkeypatch):
     from rescue_env.data import load_dataset
 
     demo = load_dataset("demo").sha256
@@ -206,11 +229,14 @@ def test_ppo_and_tune_sweep_on_local_ray(script, ray_train, local_ray, tmp_path,
     assert meta["settings"]["participants"] == "fixed"
     _same(views[0], views[1], SEEDED + ("learners/therapist/policy_loss",))
 
-    # 3. A Tune sweep: seeds {0, 1} x beta {0.01, 0.05} on RescueSim-v1, one iteration per trial.
-    out = tmp_path / "sweep"
-    argv = ["sweep", "--target", "RescueSimFlatDiscrete-v1", "--seeds", "0", "1", "--values", "0.01", "0.05",
-            "--iterations", "1", "--output", str(out), *TINY]  # fmt: skip
+    # 3. A Tune sweep: seeds {0, 1} x beta {0.01, 0.05} on RescueSim-v1, one iteration per trial: the README's
+    # check line, as written (its relative --output lands in this test's folder).
+    [check] = [line for line in README_RAY_LINES if "runs/ray/check" in line]
+    argv = shlex.split(check)[2:]
+    assert argv[argv.index("--output") + 1] == "runs/ray/check"
+    monkeypatch.chdir(tmp_path)
     assert script.main(argv) == 0
+    out = tmp_path / "runs" / "ray" / "check"
     frame, meta = _results(out)
     assert len(frame) == 4 and set(frame["status"]) == {"ok"}
     assert set(zip(frame["seed"], frame["value"])) == set(itertools.product([0, 1], [0.01, 0.05]))

@@ -1,8 +1,8 @@
 """The verifiers bridge (``bridges/verifiers_env.py``) against the project's own runs, on the demo data with the
 deterministic mock answers of the local OpenAI-compatible server: every metric of every task from the bridge's
 rollouts equals ``rescue-bench evaluate --batch-size 1``'s per scope; the therapist's returns (and the whole
-rollout report) equal ``rescue-bench rollout``'s for the same answers and seeds; ``RescueSim-v1`` (not a rollout
-env) equals a plain loop over the gym env. Skipped without a verifiers that has the classic API (>=0.1.10,<0.4)."""
+rollout report) equal ``rescue-bench rollout``'s for the same answers and seeds, and ``RescueSim-v1``'s a plain loop
+over the gym env. Skipped without a verifiers that has the classic API (>=0.1.10,<0.4)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def test_rows_carry_no_gold_and_failures_score_wrong() -> None:
     assert state["rescue"]["score"]["rank"] == 1
 
 
-@pytest.mark.parametrize("env_id", ["Rescue-v0", "RescueSim-v0"])
+@pytest.mark.parametrize("env_id", ["Rescue-v0", "Rescue-v1", "RescueSim-v0", "RescueSim-v1"])
 def test_therapist_returns_equal_rollout(env_id: str, server, client, tmp_path: Path) -> None:
     environment = verifiers_env.load_environment(env=env_id)
     assert isinstance(environment, vf.MultiTurnEnv)

@@ -230,3 +230,47 @@ def test_invalid_actions_and_render() -> None:
     assert "participant_0 Ana: (silent)\nparticipant_1 Bo: That is not fair.\n" in text
     with pytest.raises(ValueError):
         RescueMultiPartyEnv(render_mode="rgb_array")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# rescue_multiparty_v1: v0 without the gold in the therapist's infos by default
+
+
+def test_v1_passes_the_pettingzoo_api_and_seed_tests() -> None:
+    from rescue_env.envs import multiparty_v1
+
+    parallel_api_test(multiparty_v1.parallel_env(), num_cycles=20)
+    api_test(multiparty_v1.raw_env(), num_cycles=10)
+    parallel_seed_test(multiparty_v1.parallel_env, num_cycles=20)
+    seed_test(multiparty_v1.env, num_cycles=20)
+
+
+def test_v1_infos_carry_no_gold_by_default_and_otherwise_equal_v0() -> None:
+    import pettingzoo
+
+    from rescue_env.envs import multiparty_v1
+
+    v1 = pettingzoo.make("parallel", "rescue/rescue_multiparty_v1", render_mode="ansi")
+    assert isinstance(v1, multiparty_v1.RescueMultiPartyEnvV1) and v1.metadata["name"] == "rescue_multiparty_v1"
+    v0, full = parallel_env(), multiparty_v1.parallel_env(info_level="full")
+    starts = [view.reset(seed=3, options={"sample_id": FAMILY}) for view in (v0, v1, full)]
+    assert starts[0][0].keys() == starts[1][0].keys()
+    step, done = 0, False
+    while not done:
+        actions = {agent: therapist_action(step) if agent == "therapist" else SPEAK for agent in v0.agents}
+        outs = [view.step(actions) for view in (v0, v1, full)]
+        (obs0, rew0, term0, _, info0), (obs1, rew1, term1, _, info1), (_, _, _, _, info_full) = outs
+        assert rew0 == rew1 and term0 == term1
+        for agent, observation in obs0.items():
+            for key, value in observation.items():
+                np.testing.assert_equal(obs1[agent][key], value)
+        # v0 (and v1 asked for "full") hand the annotated gold and state to whoever reads infos; v1 does not.
+        assert "gold" in info0["therapist"] and info_full["therapist"] == info0["therapist"]
+        assert not {"gold", "state", "chosen"} & set(info1["therapist"])
+        assert {k: v for k, v in info1.items() if k != "therapist"} == {
+            k: v for k, v in info0.items() if k != "therapist"
+        }
+        assert v1.render()  # the text of the step is still there
+        done = all(term0.values())
+        step += 1
+    assert step > 3

@@ -554,6 +554,38 @@ def test_closed_loop_rollout_with_the_mock_model(tmp_path: Path, capsys) -> None
     capsys.readouterr()
 
 
+def test_rescuesim_v1_rollout_equals_a_loop_over_gym_make(tmp_path: Path, capsys) -> None:
+    # One fit per run on the whole data's train side: an episode's env over one conversation keeps the full
+    # data's F1, behaviour prior and beta, so each return equals gym.make's env over all the conversations.
+    import gymnasium as gym
+
+    from policies import make_policy
+
+    out = tmp_path / "sim-v1"
+    args = ["rollout", "--env", "RescueSim-v1", "--policy", "heuristic", "--output", str(out), "--no-progress"]
+    assert main([*args, "--bootstrap", "0"]) == 0
+    assert "mean return (eq14+prior)" in capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    steps = lines(out / "trajectories.jsonl")
+    theirs = {s["sample_id"]: s["episode_end"]["return"] for s in steps if s["terminated"]}
+    env = gym.make("RescueSim-v1", starts="all", info_level="full").unwrapped
+    assert results["reward"] == "eq14+prior" and results["reward_config"]["beta"] == pytest.approx(env.beta)
+    policy = make_policy("heuristic", env, 0)
+    mine = {}
+    for sample in env.samples:
+        seed = episode_seed(0, sample.sample_id)
+        observation, _ = env.reset(seed=seed, options={"sample_id": sample.sample_id})
+        policy.reset(seed=seed)
+        done = False
+        while not done:
+            observation, _, terminated, truncated, info = env.step(policy.act(observation, env))
+            done = terminated or truncated
+        mine[sample.sample_id] = info["episode"]["return"]
+    assert mine == pytest.approx(theirs) and len(mine) == results["episodes"] == 6
+    with pytest.raises(ValueError, match="--participants llm"):
+        RolloutConfig(model="mock", env_id="RescueSim-v1", participants="llm")  # the personas' view is v0's
+
+
 def test_llm_personas_play_against_the_local_server(tmp_path: Path, capsys) -> None:
     out = tmp_path / "personas"
     with FakeOpenAIServer(responder) as server:

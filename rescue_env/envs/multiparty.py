@@ -191,7 +191,9 @@ class RescueMultiPartyEnv(ParallelEnv[str, dict[str, Any], Any]):
 
     ## Version History
 
-    * v0: initial version (replay participants: the transcript advances as recorded).
+    * v1 (``rescue_env.envs.multiparty_v1``): the therapist's ``info`` defaults to ``"basic"`` (no gold).
+    * v0: initial version (replay participants: the transcript advances as recorded). Its therapist ``info``
+      defaults to ``info_level="full"``, gold included: use v1 wherever a policy can read ``infos``.
     """
 
     metadata = {"name": "rescue_multiparty_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
