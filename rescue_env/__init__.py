@@ -22,7 +22,11 @@ def _register_environments() -> None:
     if "RescueSim-v0" not in registry:
         register(id="RescueSim-v0", entry_point="rescue_env.envs.sim:RescueSimEnv")
     if "RescueSim-v1" not in registry:
-        register(id="RescueSim-v1", entry_point="rescue_env.envs.sim_v1:RescueSimEnvV1")
+        register(
+            id="RescueSim-v1",
+            entry_point="rescue_env.envs.sim_v1:RescueSimEnvV1",
+            vector_entry_point="rescue_env.envs.sim_v1_vector:RescueSimVectorEnvV1",
+        )
     if "RescueSimFlat-v0" not in registry:
         register(id="RescueSimFlat-v0", entry_point="rescue_env.envs.wrappers:make_sim_flat_env")
     # The same flat observations with one Discrete action (wrappers.DiscreteSupportAction): a quicker learner's
@@ -47,6 +51,7 @@ def _register_environments() -> None:
         return
     for env_id, module in (
         ("rescue/rescue_multiparty_v0", "rescue_env.envs.multiparty"),
+        ("rescue/rescue_multiparty_v1", "rescue_env.envs.multiparty_v1"),
         ("rescue/rescue_sim_multiparty_v0", "rescue_env.envs.sim_multiparty"),
     ):
         for kind, multiparty_registry, factory in (("parallel", parallel_registry, "parallel_env"),

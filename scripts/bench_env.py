@@ -1,6 +1,7 @@
 """Environment speed: every Rescue id next to Gymnasium's ``CartPole-v1``, measured in one run.
 
     python scripts/bench_env.py [--data PATH|demo] [--steps 20000] [--repeat 3] [--vector 4] [--ids ...]
+                                [--native 1024 256] [--native-steps 100]
                                 [--baseline /tmp/baseline | --no-baseline] [--profile ID] [--json]
 
 --data defaults to ../shared/data/rescue_text.jsonl (the release) when present, else the embedded demo. Every id
@@ -19,7 +20,11 @@ the reference ``CartPole-v1``) is built with ``gym.make`` or ``gym.make_vec(...,
   after ``gym.make`` (the per-conversation precomputation is in it; target <= 1 s), and the seconds of
   ``gym.make`` itself (data loading, F's fit) beside it;
 - the old figures: the same measurements run in a subprocess against --baseline (an unchanged copy of the
-  code, e.g. /tmp/baseline), printed beside the new ones (``old``), each with its own CartPole reference.
+  code, e.g. /tmp/baseline), printed beside the new ones (``old``), each with its own CartPole reference;
+- ``native vector``: ``RescueSim-v1``'s native vector env (``gym.make_vec(..., vectorization_mode=
+  "vector_entry_point")``, with its ``text`` observation and with ``text=False``) against Gymnasium's own
+  ``CartPoleVectorEnv`` at the same ``num_envs`` (--native, 0 to skip), both timed in turn in one process, best of
+  --repeat runs of --native-steps vector steps after a warm-up run of as many (target >= 0.1x).
 
 --profile ID prints a cProfile of ID's single-env loop (own time of the top functions) after the table.
 """
@@ -40,6 +45,8 @@ DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "rescue_text
 IDS = ("Rescue-v0", "RescueFlat-v0", "Rescue-v1", "RescueFlat-v1", "RescueSim-v0", "RescueSimFlat-v0")
 REFERENCE = "CartPole-v1"
 TARGETS = {"single": 0.8, "vec": 0.5}
+NATIVE_TARGET = 0.1
+NATIVE_ID = "RescueSim-v1"
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = time.perf_counter  # --clock: the process's CPU time is steadier than wall time on a loaded machine
 
@@ -157,8 +164,54 @@ def measure(ids: list[str], data: str, steps: int, repeat: int, vector: int) -> 
     return figures
 
 
+def _native(env_id: str, data: str, num_envs: int, **kwargs):
+    import gymnasium as gym
+
+    import rescue_env  # noqa: F401  (registers the ids)
+
+    if env_id != REFERENCE:
+        kwargs["data"] = data
+    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+
+
+def _run_native(env, actions: list) -> float:
+    step = env.step
+    start = clock()
+    for action in actions:
+        step(action)  # a native vector env resets its sessions itself (next-step autoreset)
+    return clock() - start
+
+
+def measure_native(data: str, sizes: list[int], steps: int, repeat: int) -> dict[str, dict[str, float]]:
+    """Per ``num_envs``: env-steps/s of RescueSim-v1's native vector env (with and without ``text``) and of
+    CartPole-v1's ``CartPoleVectorEnv``, timed in turn (best of ``repeat`` after a warm-up run each)."""
+    figures: dict[str, dict[str, float]] = {}
+    for num_envs in sizes:
+        envs = {
+            "reference": _native(REFERENCE, data, num_envs),
+            "text": _native(NATIVE_ID, data, num_envs),
+            "no_text": _native(NATIVE_ID, data, num_envs, text=False),
+        }
+        actions = {}
+        for key, env in envs.items():
+            env.reset(seed=0)
+            env.action_space.seed(0)
+            actions[key] = [env.action_space.sample() for _ in range(steps)]
+            _run_native(env, actions[key])  # warm-up: the precomputation, the words of the readings seen
+        best = dict.fromkeys(envs, float("inf"))
+        for _ in range(repeat):
+            for key, env in envs.items():
+                best[key] = min(best[key], _run_native(env, actions[key]))
+        for env in envs.values():
+            env.close()
+        figures[str(num_envs)] = {key: steps * num_envs / seconds for key, seconds in best.items()}
+    return figures
+
+
 def _worker(args: argparse.Namespace) -> int:
-    if args.first_pass:
+    if args.native_worker:
+        print(json.dumps(measure_native(args.data, args.native, args.native_steps, args.repeat)))
+    elif args.first_pass:
         print(json.dumps(first_pass(args.first_pass, args.data)))
     else:
         print(json.dumps(measure(args.ids, args.data, args.steps, args.repeat, args.vector)))
@@ -229,11 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=(*IDS, REFERENCE))
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall", help="steps/s in wall or CPU time")
+    parser.add_argument("--native", type=int, nargs="+", default=[1024, 256],
+                        help="num_envs of the native vector figure (0: skip)")  # fmt: skip
+    parser.add_argument("--native-steps", type=int, default=100, help="vector steps per native measurement")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--native-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-pass", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.repeat < 1 or args.vector < 0:
-        parser.error("--steps and --repeat must be >= 1, --vector >= 0")
+    if args.steps < 1 or args.repeat < 1 or args.vector < 0 or args.native_steps < 1:
+        parser.error("--steps, --repeat and --native-steps must be >= 1, --vector >= 0")
+    args.native = [n for n in args.native if n > 0]
     global clock
     clock = CLOCKS[args.clock]
     if args.worker:
@@ -245,13 +303,19 @@ def main(argv: list[str] | None = None) -> int:
     common += ["--vector", str(args.vector), "--clock", args.clock, "--ids", *args.ids]
     roots = {"new": None} | ({"old": args.baseline} if args.baseline else {})
     figures = {label: _subprocess(root, common) for label, root in roots.items()}
+    native: dict = {}
+    if args.native:
+        sizes = [str(n) for n in args.native]
+        worker = ["--native-worker", "--data", args.data, "--repeat", str(args.repeat), "--clock", args.clock]
+        native = _subprocess(None, [*worker, "--native-steps", str(args.native_steps), "--native", *sizes])
     passes: dict[str, dict[str, dict]] = {label: {} for label in roots}
     if args.first_pass_figures:
         for label, root in roots.items():
             for env_id in args.ids:
                 passes[label][env_id] = _subprocess(root, ["--data", args.data, "--first-pass", env_id])
     if args.json:
-        print(json.dumps({"data": args.data, "steps": args.steps, "figures": figures, "first_pass": passes}))
+        print(json.dumps({"data": args.data, "steps": args.steps, "figures": figures, "first_pass": passes,
+                          "native": native}))  # fmt: skip
         return 0
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
@@ -301,9 +365,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.first_pass_figures:
         slow = [i for i in args.ids if passes["new"].get(i, {}).get("pass_s", 0.0) > 1.0]
         print(f"first pass <= 1 s: {'met' if not slow else 'NOT met for ' + ', '.join(slow)}")
+    if args.native:
+        _print_native(native, args)
     if args.profile:
         profile(args.profile, args.data, min(args.steps, 20_000))
     return 0
+
+
+def _print_native(native: dict, args: argparse.Namespace) -> None:
+    print(
+        f"native vector env: gym.make_vec(..., vectorization_mode='vector_entry_point'), env-steps/s, best of "
+        f"{args.repeat} x {args.native_steps} vector steps, {NATIVE_ID} and CartPoleVectorEnv timed in turn"
+    )
+    if "error" in native:
+        print(f"  {native['error']}")
+        return
+    print(f"  {'num_envs':>8} {'CartPole-v1':>14} {NATIVE_ID:>22} {NATIVE_ID + ' text=False':>28}")
+    verdicts = []
+    for num_envs, row in native.items():
+        cells = [f"{row['reference']:14,.0f}"]
+        for key in ("text", "no_text"):
+            ratio = row[key] / row["reference"]
+            cells.append(f"{row[key]:14,.0f} ({ratio:5.3f}x)")
+            label = "" if key == "text" else " text=False"
+            verdicts.append(f"N={num_envs}{label} {ratio:.3f}x {'met' if ratio >= NATIVE_TARGET else 'NOT met'}")
+        print(f"  {num_envs:>8} {cells[0]} {cells[1]:>22} {cells[2]:>28}")
+    print(f"native target (>= {NATIVE_TARGET}x CartPoleVectorEnv): " + "; ".join(verdicts))
 
 
 if __name__ == "__main__":

@@ -451,19 +451,22 @@ def describe_state(names: Sequence[str], distress: np.ndarray, g: np.ndarray) ->
 
 
 def describe_levels(names: Sequence[str], levels: list[float], stances: list[list[float]]) -> str:
-    """``describe_state`` of readings as lists."""
-    n = len(names)
-    lines = []
-    for i, name in enumerate(names):
-        sentence = name + _distress_words(float(levels[i]))
-        row = stances[i]
-        said = [
-            f"{names[j]} {words}" for j in range(n) if j != i and (words := _stance_words(float(row[j]))) is not None
-        ]
-        if said:
-            sentence += " and sees " + ", ".join(said)
-        lines.append(sentence + ".")
-    return " ".join(lines)
+    """``describe_state`` of readings as lists: the participants' sentences (``describe_participant``) joined."""
+    return " ".join([describe_participant(names, i, levels[i], stances[i]) for i in range(len(names))])
+
+
+def describe_participant(names: Sequence[str], i: int, level: float, stance_row: Sequence[float]) -> str:
+    """Participant i's sentence of ``describe_levels``: i's distress reading ``level`` and i's stances toward the
+    others (``stance_row[j]``; the native vector env caches it per reading)."""
+    sentence = names[i] + _distress_words(float(level))
+    said = [
+        f"{names[j]} {words}"
+        for j in range(len(names))
+        if j != i and (words := _stance_words(float(stance_row[j]))) is not None
+    ]
+    if said:
+        sentence += " and sees " + ", ".join(said)
+    return sentence + "."
 
 
 # The words of a reading, by its value: perceived readings are tenths, so a few entries serve every step (bounded
@@ -501,6 +504,7 @@ __all__ = [
     "advance",
     "advance_live",
     "describe_levels",
+    "describe_participant",
     "describe_state",
     "episode_dynamics",
     "fit_session_rates",
