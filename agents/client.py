@@ -4,27 +4,32 @@ It wraps ``litellm.acompletion`` (so any litellm model string works: hosted prov
 ``api_base`` for a local OpenAI-compatible server) and adds what a benchmark run needs:
 
 - **OpenAI-compatible endpoints** (``openai/<name>`` with an ``api_base``: vLLM, llama.cpp, a proxy ...) go through
-  litellm like every other model string: litellm stays the one way to reach a provider. (This client once sent
-  them through the ``openai`` SDK directly. Against a keep-alive server that route costs more CPU per request
-  than litellm's, whose default transport is aiohttp: httpx's connection pool scans its connections for every
-  request, so at 64 connections on 2 busy cores the SDK took 13.5 ms of CPU per request and litellm 6-7 ms.
-  litellm's ``aiohttp_openai/`` provider, about 4 ms, is not used: it drops the response's ``usage``, so tokens
-  would read 0. ``scripts/bench_throughput.py`` prints the figures.) A model litellm has no price for gets the
-  price 0 (``litellm.register_model``), which spares litellm a search of its price list on every request.
-  litellm's per-request CPU is what limits one event loop; ``workers`` spreads the requests over processes.
+  litellm like every other model string: litellm stays the one way to reach a provider. The client turns on
+  litellm's own HTTP handler for ``openai/`` models (:data:`OPENAI_ROUTE_ENV`, unless the variable is set): the
+  same request and response transformations as its ``openai`` SDK route, about 30 % fewer function calls and
+  20-25 % less CPU per request (``scripts/bench_throughput.py`` prints both routes). Where it differs, the client
+  keeps the old behaviour: a 200 whose body is not JSON (an APIError with status 200 there) is retried, and a
+  missing ``OPENAI_API_KEY`` for OpenAI itself is reported before sending, as the SDK did (that handler sends no
+  organization header). litellm's ``aiohttp_openai/`` provider (less CPU still) is not used: it drops the
+  response's ``usage`` (tokens would read 0) and ignores the timeout. The documented logging switches
+  (``turn_off_message_logging``, ``disable_streaming_logging``, empty callbacks ...) save nothing measurable (the
+  first costs more: it redacts). A model litellm has no price for gets the price 0 (``litellm.register_model``),
+  which spares litellm a search of its price list on every request.
 - **Cost** is litellm's own ``response_cost`` (it prices every response once, in ``_hidden_params``); the client
   does not price it a second time (``litellm.completion_cost`` is its fallback when that is missing).
 - **Concurrency limit**: an ``asyncio.Semaphore(max_connections)`` around each HTTP call (not around back-off
   sleeps), so many tasks can ``await client.complete(...)`` at once.
-- **Worker processes** (``workers=N``, ``--workers``): litellm spends several milliseconds of CPU on each request
+- **Worker processes** (``workers=N``, ``--workers``): litellm spends 3-5 milliseconds of CPU on each request
   (building it, parsing, pricing and logging the answer) on the event loop that sends it, so one process
-  saturates near 100-150 requests/s on a 2-core machine however many connections it has. With ``workers > 1``
-  the requests (retries included) are sent by N worker processes, each a ``workers=1`` client with its share of
-  ``max_connections``, its own event loop and its own litellm, which it imports as soon as it starts
-  (:meth:`LLMClient.start_workers`, so that the import overlaps the caller's own preparation); the parent keeps
-  the cache, the totals and this API, and hands each request to the least busy worker. Answers, retries and
-  totals are those of one process; a client with workers serves one event loop at a time (a new one starts new
-  workers) and :meth:`LLMClient.close` stops them (so does garbage collection).
+  saturates near 200-300 requests/s however many connections it has. With ``workers > 1`` the requests (retries
+  included) are sent by N worker processes, each a ``workers=1`` client with its share of ``max_connections`` and
+  its own event loop. They are ``multiprocessing`` processes of the forkserver start method whose server imports
+  litellm once (:meth:`LLMClient.start_workers` starts them on a thread, so that the import overlaps the caller's
+  own preparation): each worker is a fork of it, not an interpreter importing litellm for seconds. The parent
+  keeps the cache, the totals and this API, and hands each request to the least busy worker over a socket pair
+  (length-prefixed pickles, read by asyncio streams on both sides). Answers, retries and totals are those of one
+  process; a client with workers serves one event loop at a time (a new one starts new workers) and
+  :meth:`LLMClient.close` stops them (so does garbage collection).
 - **Retry policy**: litellm's own retries are off (``num_retries=0``); the client makes at most
   ``1 + max_retries`` attempts. It retries timeouts, rate limits (429), 408/409, server errors (5xx, which
   includes a 200 whose body is not valid JSON: litellm reports it as a 500) and connection errors. It never
@@ -62,15 +67,18 @@ It wraps ``litellm.acompletion`` (so any litellm model string works: hosted prov
   every environment variable whose name ends with ``_API_KEY`` (plus any ``Bearer <token>``) with ``***``; error
   strings are cut to 300 characters after redaction.
 
-``litellm`` is imported lazily (it is slow to import) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it never
-fetches its cost map from the network.
+``litellm`` is imported lazily (it takes 4 s) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it never fetches its
+cost map from the network; :func:`preload_litellm` starts the import on a thread (``evaluate`` does, before loading
+its data), and the interpreter's exit skips collecting litellm's objects (``gc.freeze``: 1.5-2 s saved).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import email.utils
+import gc
 import hashlib
 import json
 import logging
@@ -80,9 +88,9 @@ import random
 import re
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 import weakref
@@ -217,7 +225,27 @@ class Completion(BaseModel):
 # secrets
 
 
+_SECRETS_SEEN: dict[str | None, tuple[tuple, list[str]]] = {}
+
+
 def _secret_values(api_key_env: str | None) -> list[str]:
+    # Scanning the environment decodes every variable (about 10 % of the client's own CPU per request): the
+    # answer is kept until the environment changes (``os.environ``'s raw dict, compared in C).
+    raw = getattr(os.environ, "_data", None)
+    if not isinstance(raw, dict):  # pragma: no cover - not CPython's os.environ
+        return _scan_secrets(api_key_env)
+    snapshot = tuple(raw.items())
+    seen = _SECRETS_SEEN.get(api_key_env)
+    if seen is not None and seen[0] == snapshot:
+        return seen[1]
+    values = _scan_secrets(api_key_env)
+    if len(_SECRETS_SEEN) > 16:
+        _SECRETS_SEEN.clear()
+    _SECRETS_SEEN[api_key_env] = (snapshot, values)
+    return values
+
+
+def _scan_secrets(api_key_env: str | None) -> list[str]:
     values: set[str] = set()
     if api_key_env:
         value = os.environ.get(api_key_env)
@@ -331,6 +359,10 @@ def error_cause(exc: BaseException) -> Cause:
 def _is_transient(exc: BaseException, status: int | None) -> bool:
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, ConnectionError, json.JSONDecodeError)):
         return True
+    if status == 200 or any(isinstance(e, json.JSONDecodeError) for e in _chain(exc)):
+        # an answer whose body is not valid JSON: the SDK route reports it as a 500, litellm's own HTTP handler
+        # as an APIError with the response's status, 200
+        return True
     retry_types = _litellm_types(
         "Timeout",
         "RateLimitError",
@@ -380,15 +412,78 @@ def _retry_after(exc: BaseException) -> float | None:
 # the client
 
 
-def _import_litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+OPENAI_ROUTE_ENV = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"
+"""litellm's switch that sends ``openai/...`` requests through its own HTTP handler (the one most of its providers
+use) instead of the ``openai`` SDK: the same request and response transformations, about 30 % fewer function
+calls per request. The client turns it on unless the variable is set already (``=false`` keeps the SDK route)."""
 
-    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stdout
-    # A request cancelled while litellm hands it to its executor (a run stopping at its failure budget) drops
-    # litellm's inner coroutine; Python would print "coroutine ... was never awaited" for it.
-    warnings.filterwarnings("ignore", message=r"coroutine '.*acompletion' was never awaited", category=RuntimeWarning)
-    return litellm
+_litellm: Any = None
+_preload: threading.Thread | None = None
+_import_lock = threading.Lock()
+
+
+def _import_litellm() -> Any:
+    """litellm, imported once (waiting for :func:`preload_litellm`'s thread when it runs) and set up for the
+    client: the local cost map, no banners, its own HTTP handler for ``openai/`` models."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    thread = _preload
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+    with _import_lock:
+        if _litellm is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map
+            os.environ.setdefault(OPENAI_ROUTE_ENV, "true")
+            import litellm
+
+            litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stdout
+            # A request cancelled while litellm hands it to its executor (a run stopping at its failure budget)
+            # drops litellm's inner coroutine; Python would print "coroutine ... was never awaited" for it.
+            warnings.filterwarnings(
+                "ignore", message=r"coroutine '.*a(sync_)?completion' was never awaited", category=RuntimeWarning
+            )
+            _litellm = litellm
+            # Tearing down litellm's modules at interpreter exit takes 1.5-2 s (the final collections of its
+            # millions of objects); the process is ending, so they are left to the OS (``gc.freeze`` at exit).
+            atexit.register(gc.freeze)
+    return _litellm
+
+
+def preload_litellm() -> None:
+    """Start importing litellm on a background thread and return at once (``import litellm`` takes seconds), so
+    that the import overlaps what the caller does before its first request; the first use of litellm waits
+    for the thread. A failed import is not reported here: the first use imports again and raises."""
+    global _preload
+    with _import_lock:
+        if _litellm is not None or _preload is not None:
+            return
+        _preload = threading.Thread(target=_import_quietly, name="import-litellm", daemon=True)
+        _preload.start()
+
+
+def _import_quietly() -> None:
+    # One interpreter lock: the import and the caller's own work (both mostly Python) take turns, so this saves
+    # only the import's waits (0-0.3 s before the first request, scripts/bench_throughput.py); a real overlap
+    # takes another process (``workers > 1``: the forkserver imports litellm while the caller prepares).
+    try:
+        _import_litellm()
+    except Exception:  # pragma: no cover - raised again, to the caller, by the first use
+        logger.debug("importing litellm in the background failed", exc_info=True)
+
+
+if sys.version_info >= (3, 11):
+
+    async def _bounded(awaitable: Any, seconds: float) -> Any:
+        """``await awaitable``, TimeoutError after ``seconds``: ``asyncio.timeout`` runs it in the caller's task,
+        where ``asyncio.wait_for`` (before Python 3.12) wraps every request in a task of its own."""
+        async with asyncio.timeout(seconds):
+            return await awaitable
+
+else:  # pragma: no cover - Python 3.10
+
+    async def _bounded(awaitable: Any, seconds: float) -> Any:
+        return await asyncio.wait_for(awaitable, timeout=seconds)
 
 
 def _check_params(params: Mapping[str, Any]) -> None:
@@ -447,6 +542,7 @@ class LLMClient:
         self.workers = min(workers, max_connections)
         self._pool: _WorkerPool | None = None
         self._priced = False
+        self._provider: str | None = None  # litellm's provider of the model, once asked (``_openai_provider``)
         if self.workers > 1 and callable(mock_response):
             try:
                 pickle.dumps(mock_response)
@@ -569,7 +665,22 @@ class LLMClient:
             if not key:
                 raise _MissingAPIKeyError(f"environment variable {cfg.api_key_env} is not set or empty")
             return key
-        return NO_KEY if cfg.api_base else None
+        if cfg.api_base:
+            return NO_KEY
+        if self._openai_provider() and not _openai_key_set():
+            # What the openai SDK says before sending; litellm's own HTTP handler would send the request without
+            # a key and get a 401 (or, offline, a connection error that names the wrong cause).
+            raise _MissingAPIKeyError("Missing credentials: OPENAI_API_KEY is not set")
+        return None
+
+    def _openai_provider(self) -> bool:
+        """Whether litellm sends this model to OpenAI itself (``openai/...`` or a bare OpenAI model name)."""
+        if self._provider is None:
+            try:
+                self._provider = str(_import_litellm().get_llm_provider(model=self.config.model)[1])
+            except Exception:  # litellm cannot route it: the request itself reports that
+                self._provider = ""
+        return self._provider == "openai"
 
     def _backoff(self, attempt: int, exc: BaseException) -> float:
         ceiling = min(self.backoff_max, self.backoff_base * (2 ** (attempt - 1)))
@@ -624,7 +735,7 @@ class LLMClient:
                     call["api_key"] = self._api_key()  # read at call time; lives only in this dict
                 async with self._semaphore():
                     # litellm enforces ``timeout``; the outer bound only guards a hung transport.
-                    response = await asyncio.wait_for(litellm.acompletion(**call), timeout=timeout * 1.5 + 5.0)
+                    response = await _bounded(litellm.acompletion(**call), timeout * 1.5 + 5.0)
                 return response, None, attempt
             except Exception as exc:
                 if not (_is_api_error(exc) or isinstance(exc, _MissingAPIKeyError)):
@@ -798,6 +909,11 @@ def check_model_config(config: ModelConfig) -> None:
             )
 
 
+def _openai_key_set() -> bool:
+    litellm = _import_litellm()
+    return bool(os.environ.get("OPENAI_API_KEY") or litellm.api_key or litellm.openai_key)
+
+
 class _MissingAPIKeyError(RuntimeError):
     """``api_key_env`` names a variable that is not set: a configuration error, reported, not retried."""
 
@@ -858,11 +974,15 @@ def _cost(response: Any) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# worker processes (see the module docstring). Requests and answers travel as pickles over a socket pair per
-# worker (4-byte length, then the pickle); the worker answers ("ok" | "raise", result, usage delta).
+# worker processes (see the module docstring). They are ``multiprocessing`` processes of the forkserver start
+# method, whose server imports litellm once: every worker is a fork of it (milliseconds) instead of an
+# interpreter importing litellm for seconds, and the server's import runs while the caller prepares its run.
+# Requests and answers travel as pickles over a socket pair per worker (4-byte length, then the pickle), read and
+# written by each side's event loop (asyncio streams: no thread, no lock); the worker answers
+# ("ok" | "raise", result, usage delta).
 
 _FRAME = struct.Struct("!I")
-_WORKER_CODE = "import sys; from agents.client import _worker_main; _worker_main(int(sys.argv[1]))"
+_context: Any = None
 
 
 def _frame(payload: Any) -> bytes:
@@ -875,43 +995,89 @@ async def _read_frame(reader: asyncio.StreamReader) -> Any:
     return pickle.loads(await reader.readexactly(size))
 
 
-def _stop_processes(processes: list[subprocess.Popen], sockets: list[socket.socket]) -> None:
+def _worker_context() -> Any:
+    """``multiprocessing``'s forkserver context, its server preloading litellm (``spawn`` where there is none)."""
+    global _context
+    if _context is None:
+        import multiprocessing
+
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            # The server is started (once per process) with the environment of its first use: litellm's settings
+            # must be in it before its import. "__main__" keeps a script's own module from being re-run per worker.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            os.environ.setdefault(OPENAI_ROUTE_ENV, "true")
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["__main__", "agents.client", "litellm"])
+        else:  # pragma: no cover - not on Linux
+            context = multiprocessing.get_context("spawn")
+        _context = context
+    return _context
+
+
+class _Worker:
+    """One worker process: ``poll()`` is its exit code, None while it runs (or before it has started)."""
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+
+def _start_processes(workers: list[_Worker], children: list[socket.socket], failed: list[BaseException]) -> None:
+    try:
+        for worker, child in zip(workers, children):
+            worker.process.start()  # waits for the forkserver's litellm import the first time
+            child.close()
+    except BaseException as exc:  # reported by the first request
+        failed.append(exc)
+    finally:
+        for child in children:
+            child.close()
+
+
+def _stop_processes(workers: list[_Worker], sockets: list[socket.socket], starter: threading.Thread) -> None:
     for sock in sockets:
         with contextlib.suppress(OSError):
             sock.close()  # a worker whose parent died exits when its socket closes
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()  # no request is left to it: no need to wait for its interpreter to wind down
-    for process in processes:
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+    starter.join(timeout=60)
+    for worker in workers:
+        if worker.process.exitcode is None and worker.process.pid is not None:
+            worker.process.terminate()  # no request is left to it: no need to wait for its interpreter to wind down
+    for worker in workers:
+        if worker.process.pid is None:
+            continue
+        worker.process.join(timeout=5)
+        if worker.process.exitcode is None:
+            worker.process.kill()
+            worker.process.join(timeout=5)
 
 
 class _WorkerPool:
-    """The worker processes of one client; serves the event loop that first calls it."""
+    """The worker processes of one client; serves the event loop that first calls it. The processes are started
+    on a thread (the forkserver's first start waits for its import), so that the caller goes on meanwhile."""
 
     def __init__(self, spec: dict[str, Any], count: int, max_connections: int) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p or os.getcwd() for p in sys.path)}
-        self.processes: list[subprocess.Popen] = []
+        context = _worker_context()
+        environment = dict(os.environ)  # a fork of the server has the server's environment: it gets the caller's
+        self.processes: list[_Worker] = []
         self.sockets: list[socket.socket] = []
+        children: list[socket.socket] = []
         for index in range(count):
             share = max_connections // count + (1 if index < max_connections % count else 0)
             seed = None if spec["seed"] is None else spec["seed"] + index  # a jitter stream of its own
             parent, child = socket.socketpair()
-            self.processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", _WORKER_CODE, str(child.fileno())],
-                    pass_fds=(child.fileno(),),
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                )
-            )
-            child.close()
-            parent.sendall(_frame({**spec, "max_connections": share, "seed": seed}))
+            own = {**spec, "max_connections": share, "seed": seed, "environment": environment}
+            process = context.Process(target=_worker_main, args=(child, own), name=f"model-worker-{index}", daemon=True)
+            self.processes.append(_Worker(process))
             self.sockets.append(parent)
+            children.append(child)
+        self._failed: list[BaseException] = []
+        self._starter = threading.Thread(
+            target=_start_processes, args=(self.processes, children, self._failed), name="start-model-workers"
+        )
+        self._starter.daemon = True
+        self._starter.start()
         self.load = [0] * count
         self._loop: asyncio.AbstractEventLoop | None = None
         self._attached: asyncio.Task | None = None
@@ -919,7 +1085,7 @@ class _WorkerPool:
         self._readers: list[asyncio.Task] = []
         self._pending: dict[int, tuple[int, asyncio.Future]] = {}
         self._next = 0
-        self._finalizer = weakref.finalize(self, _stop_processes, self.processes, self.sockets)
+        self._finalizer = weakref.finalize(self, _stop_processes, self.processes, self.sockets, self._starter)
 
     def stale(self) -> bool:
         return self._loop is not None and self._loop.is_closed()
@@ -935,6 +1101,11 @@ class _WorkerPool:
 
     async def _connect(self) -> None:
         assert self._loop is not None
+        if self._starter.is_alive():
+            await asyncio.to_thread(self._starter.join)
+        if self._failed:
+            failure = self._failed[0]
+            raise RuntimeError(f"could not start the model workers ({type(failure).__name__}: {failure})")
         for index, sock in enumerate(self.sockets):
             reader, writer = await asyncio.open_connection(sock=sock)
             self._writers.append(writer)
@@ -984,17 +1155,18 @@ class _WorkerPool:
         self._finalizer()
 
 
-def _worker_main(fd: int) -> None:
-    """A worker process (``_WorkerPool``): import litellm at once, then serve requests until the socket closes."""
+def _worker_main(sock: socket.socket, spec: dict[str, Any]) -> None:
+    """A worker process (``_WorkerPool``): the caller's environment, litellm (imported by the forkserver
+    already), then serve requests until the socket closes."""
+    os.environ.clear()
+    os.environ.update(spec.pop("environment"))
     _import_litellm()
-    sock = socket.socket(fileno=fd)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_worker_loop(sock))
+        asyncio.run(_worker_loop(sock, spec))
 
 
-async def _worker_loop(sock: socket.socket) -> None:
+async def _worker_loop(sock: socket.socket, spec: dict[str, Any]) -> None:
     reader, writer = await asyncio.open_connection(sock=sock)
-    spec = await _read_frame(reader)
     client = LLMClient(
         ModelConfig.model_validate(spec["config"]),
         max_connections=spec["max_connections"],

@@ -272,7 +272,8 @@ def results_markdown(results: Mapping[str, Any]) -> str:
         f"Agent `{config['agent']}`"
         + (f", model `{config['model']}`" if config.get("model") else "")
         + f", mode `{config['mode']}`, judge `{config.get('judge_model') or 'not run'}`, data `{config['data']}`.",
-        "Classification metrics in %, judge scores on 1-5 (VP authors' rubric: 0-6), BERTScore F1 raw. "
+        "Classification metrics in %, judge scores on 1-5 (VP authors' rubric: 0-6), BERTScore F1 raw, here and in "
+        "the per-task tables below (each metric's unit in brackets; results.json and results.csv hold fractions). "
         f"Both = pooled over instances; {EMPTY} = no instance in that scope; {NO_VALUE} = run, but no valid value "
         "(e.g. every judge verdict failed).",
         "",
@@ -296,18 +297,19 @@ def results_markdown(results: Mapping[str, Any]) -> str:
             "|---|" + "---:|" * len(SCOPES),
         ]
         for key in metrics:
+            unit = metric_unit(name, key, config)
             cells = []
             for scope in SCOPES:
                 entry = task["scopes"][scope]["metrics"][key]
                 if entry["value"] is None:
                     text = None
                 elif entry["ci95"] is None:
-                    text = f"{entry['value']:.4f}"
+                    text = _in_unit(entry["value"], unit)
                 else:
                     low, high = entry["ci95"]
-                    text = f"{entry['value']:.4f} [{low:.4f}, {high:.4f}]"
+                    text = f"{_in_unit(entry['value'], unit)} [{_in_unit(low, unit)}, {_in_unit(high, unit)}]"
                 cells.append(table_cell(results, name, scope, key, text))
-            parts.append(f"| {key} | " + " | ".join(cells) + " |")
+            parts.append(f"| {key} ({UNIT_LABELS[unit]}) | " + " | ".join(cells) + " |")
         parts.append("")
         parts.append(
             "n = "
@@ -317,6 +319,24 @@ def results_markdown(results: Mapping[str, Any]) -> str:
             )
         )
     return "\n".join(parts) + "\n"
+
+
+# How results.md labels each ``metric_unit``; fractions are shown in % there, like the headline table.
+UNIT_LABELS = {
+    "fraction": "%",
+    "score_1_5": "1–5",
+    "score_0_6": "0–6",
+    "bertscore_f1": "F1, 0–1",
+    "intensity_points": "points, 0–10",
+}
+
+
+def _in_unit(value: float, unit: str) -> str:
+    """A per-task table's number: a fraction in % (2 decimals, as the headline table), BERTScore to 4 decimals,
+    a score or an intensity error to 2."""
+    if unit == "fraction":
+        return f"{100 * value:.2f}"
+    return f"{value:.4f}" if unit == "bertscore_f1" else f"{value:.2f}"
 
 
 CSV_COLUMNS = (

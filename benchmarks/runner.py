@@ -4,9 +4,11 @@ A run directory holds ``config.json`` (command, config, versions, data hash, see
 record per instance: prompt hash, raw answer, parsed prediction, failure reason, judge verdict, BERTScore,
 scores), ``results.json``, ``results.csv`` and ``results.md``. Records are appended as batches finish, so a run
 killed half way loses nothing: re-running the same command asks only the instances without a model answer
-(API failures are asked again; a malformed answer is final and scored wrong). Results are computed from the
-records alone, in instance order, so an interrupted-and-resumed run gives the same ``results.json`` as an
-uninterrupted one.
+(API failures are asked again; a malformed answer is final and scored wrong). A re-run whose settings differ only
+in the judge's or BERTScore's (``SCORING_SETTINGS``) keeps every answer too: it takes off what the change made
+stale, runs only the judge and BERTScore, rescores, and ``config.json`` records the change (``scoring_changes``);
+any other difference is refused. Results are computed from the records alone, in instance order, so an
+interrupted-and-resumed run gives the same ``results.json`` as an uninterrupted one.
 
 Before anything is written, a run checks what it will call: the model's (and judge's) set-up without I/O
 (:func:`agents.client.check_model_config`: e.g. the key variable is set) and then one probe request each
@@ -26,7 +28,7 @@ import functools
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -56,6 +58,17 @@ API_FAILURE = "api_error"
 
 class NothingToEvaluate(ValueError):
     """No sample was loaded, or no task has an instance (after ``--sample-ids`` and ``--limit``)."""
+
+
+# Settings that only score answers already given (the ER/VP judge of App. F and BERTScore): a run directory may
+# change them in place. The answers are kept; what a change made stale is taken off the records and computed
+# again (``stale_cleared``), and ``config.json`` keeps the history (``scoring_changes``). Without this, adding a
+# judge to a finished run meant a new directory that asked every model call again (issue 26 item 2).
+JUDGE_SETTINGS = ("judge_model", "judge_api_base")  # who judged: a change re-judges ER and VP
+RUBRIC_SETTINGS = ("vp_rubric",)  # VP's scale only: a change re-judges VP
+BERTSCORE_SETTINGS = ("bertscore", "bertscore_model", "bertscore_num_layers")
+SCORING_SETTINGS = (*JUDGE_SETTINGS, "judge_api_key_env", *RUBRIC_SETTINGS, *BERTSCORE_SETTINGS)
+SCORING_NOTE = "Only the judge and BERTScore settings of a stored run can change in place (its answers are kept). "
 
 
 class EvalConfig(BaseModel):
@@ -94,8 +107,12 @@ class EvalConfig(BaseModel):
     crossfit_grouping: Literal["family", "number", "instance"] = "family"
 
     def result_keys(self) -> dict[str, Any]:
-        """The settings a resumed run must share with the stored one."""
+        """The settings a resumed run must share with the stored one (``SCORING_SETTINGS`` may change in place)."""
         return self.model_dump(exclude={"tasks", "bootstrap"})
+
+    def answer_keys(self) -> dict[str, Any]:
+        """The settings that determine the model's answers: ``result_keys`` less the scoring settings."""
+        return self.model_dump(exclude={"tasks", "bootstrap", *SCORING_SETTINGS})
 
 
 @dataclass
@@ -194,6 +211,7 @@ class Evaluation(ModelRun):
         self.samples = {s.sample_id: s for s in self.dataset}
         self._client = None
         self._judge_client = None
+        self.scoring_changes: dict[str, tuple[Any, Any]] = {}
 
     @functools.cached_property
     def batch_groups(self) -> dict[str, str]:
@@ -203,13 +221,43 @@ class Evaluation(ModelRun):
 
     # ----- set-up -------------------------------------------------------------------------------------------
 
-    def _check_directory(self) -> None:
-        """Refuse (ValueError) an output directory that holds a run with other settings; writes nothing."""
-        check_same_settings(self.output, self.config, self.dataset)
+    def _check_directory(self) -> dict[str, tuple[Any, Any]]:
+        """Refuse (ValueError) an output directory that holds a run with other settings, unless only scoring
+        settings differ (``SCORING_SETTINGS``); returns those differences. Writes nothing."""
+        return check_same_settings(
+            self.output, self.config, self.dataset, changeable=SCORING_SETTINGS, changeable_note=SCORING_NOTE
+        )
 
-    def _prepare_directory(self) -> None:
-        self._check_directory()
-        write_config(self.output, self.command, self.config, self.dataset, self.config.seed)
+    def _open_store(self) -> RunStore:
+        """The run's records (writes nothing), with what a change of scoring settings made stale (judge verdicts,
+        BERTScores) taken off in memory: the judge and BERTScore phases then compute it again, and the model is
+        not asked again. ``_prepare_directory`` writes the records before the new ``config.json``."""
+        self.scoring_changes = self._check_directory()
+        store = RunStore(self.output)
+        if self.scoring_changes:
+            store.annotate(
+                cleared
+                for cleared in (stale_cleared(r, self.scoring_changes) for r in list(store.records.values()))
+                if cleared is not None
+            )
+        return store
+
+    def _prepare_directory(self, order: Sequence[str] = ()) -> None:
+        changes = self._check_directory()
+        store = getattr(self, "store", None)
+        if changes and store is not None and store.path.exists():
+            # Before the new config.json: a verdict of the old judge must never sit under the new judge's name
+            # (a kill between the two leaves cleared records under the old config, which a re-run judges again).
+            store.compact(order)
+        write_config(
+            self.output,
+            self.command,
+            self.config,
+            self.dataset,
+            self.config.seed,
+            cache_dir=str(self.cache_dir),  # the way round a refusal: another --output reusing this cache
+            scoring_changes=_scoring_history(self.output, changes, len(store.records) if store is not None else 0),
+        )
 
     def instances(self, task: ModuleType) -> list[Instance]:
         options: dict[str, Any] = {"protocol": self.config.protocol} if task.name == "rpp" else {}
@@ -487,13 +535,13 @@ class Evaluation(ModelRun):
                 + (f" with --limit {self.config.limit}" if self.config.limit is not None else "")
             )
         self.check_setup(tasks)
-        self._check_directory()
-        store = self.store = RunStore(self.output)  # reads predictions.jsonl if there is one; writes nothing
+        store = self.store = self._open_store()  # reads predictions.jsonl if there is one; writes nothing
         asked, judged = self._plan_requests(plan, store)
         self.planned_requests = asked + judged
         self.failure_limit = self.budget.limit(self.planned_requests)
         await self.probe(agent=asked > 0, judge=judged > 0)
-        self._prepare_directory()
+        order = [i.instance_id for _, instances in plan for i in instances]
+        self._prepare_directory(order)
 
         todo = sum(store.needs_answer(i) for _, instances in plan for i in instances)
         self.planned_instances = sum(len(instances) for _, instances in plan)
@@ -505,7 +553,6 @@ class Evaluation(ModelRun):
             usage=self.config.agent == "litellm" or bool(self.config.judge_model),
         )
         started = time.perf_counter()
-        order = [i.instance_id for _, instances in plan for i in instances]
         try:
             # Every task's requests share the connections at once: one task after the other would leave them
             # idle at the end of each task (its last, partial round of requests).
@@ -513,9 +560,12 @@ class Evaluation(ModelRun):
             await _all_or_none([self._predict(task, instances, store, bar) for task, instances in plan])
             for task, instances in plan:
                 if getattr(task, "generative", False):
-                    bar.describe(f"{task.name.upper()} judge")
+                    # a phase is named only when it runs: "ER judge" without --judge-model misled users
+                    if self.config.judge_model:
+                        bar.describe(f"{task.name.upper()} judge")
                     await self._judge(task, instances, store)
-                    bar.describe(f"{task.name.upper()} BERTScore")
+                    if self.config.bertscore:
+                        bar.describe(f"{task.name.upper()} BERTScore")
                     self._bertscore(task, instances, store)
         except FailureBudgetExceeded:
             store.compact(order)
@@ -541,8 +591,9 @@ class Evaluation(ModelRun):
     def dry_run(self) -> list[dict[str, Any]]:
         """What ``run`` would ask, calling nothing and writing nothing: per task, its instances, the model requests
         still to send (batches holding an unanswered instance; 0 for a built-in agent, which calls no model), an
-        upper bound on the judge requests, and the messages of the first request."""
-        store = RunStore(self.output)
+        upper bound on the judge requests, and the messages of the first request. A directory that a run would
+        refuse is refused (ValueError); one whose judge or BERTScore settings change counts the re-judging."""
+        store = self._open_store()
         options = PromptOptions(mode=self.config.mode, context_size=self.config.context_size)
         out = []
         for task in (get_task(name) for name in self.config.tasks):
@@ -580,6 +631,8 @@ class Evaluation(ModelRun):
             "stopped_at_failure_budget": stopped,
             "usage": self._usage(),
             "bertscore": getattr(self, "bertscore_description", None),
+            # This invocation changed the stored run's judge or BERTScore settings (config.json keeps them all).
+            "scoring_changes": {k: list(v) for k, v in getattr(self, "scoring_changes", {}).items()} or None,
         }
 
     def _write_run_info(self, started: float, todo: int, stopped: bool) -> None:
@@ -648,6 +701,41 @@ def _unanswered(instance: Instance) -> dict[str, Any]:
         "prediction": None,
         "failure": "not_run",
     }
+
+
+def stale_cleared(record: Mapping[str, Any], changes: Collection[str]) -> dict[str, Any] | None:
+    """``record`` without what a change of the ``changes`` scoring settings made stale, or None when nothing is:
+    the judge verdict when the judge changed (``JUDGE_SETTINGS``; ``vp_rubric``: VP's verdicts only), the
+    BERTScore when a BERTScore setting changed. The answer itself is never touched."""
+    drop = set()
+    if record.get("judge") is not None and (
+        any(k in changes for k in JUDGE_SETTINGS) or (record.get("task") == "vp" and "vp_rubric" in changes)
+    ):
+        drop.add("judge")
+    if record.get("bertscore") is not None and any(k in changes for k in BERTSCORE_SETTINGS):
+        drop.add("bertscore")
+    if not drop:
+        return None
+    return {k: v for k, v in record.items() if k not in drop}
+
+
+def _scoring_history(output: Path, changes: Mapping[str, tuple[Any, Any]], kept: int) -> list[dict[str, Any]]:
+    """``config.json``'s ``scoring_changes``: the stored history, plus this invocation's change if any, with the
+    command that made the answers' run before it, so that every score stays reproducible."""
+    path = output / "config.json"
+    if not path.exists():
+        return []
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    history = list(stored.get("scoring_changes") or [])
+    if changes:
+        history.append(
+            {
+                "changed": {k: {"from": a, "to": b} for k, (a, b) in changes.items()},
+                "previous_command": stored.get("command"),
+                "records_kept": kept,
+            }
+        )
+    return history
 
 
 def _needs_verdict(record: Mapping[str, Any]) -> bool:

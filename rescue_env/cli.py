@@ -2,12 +2,14 @@
 
     rescue-bench data validate [PATH] [--strict]
     rescue-bench data stats [PATH] [--json]
+    rescue-bench data show SAMPLE_ID [--data PATH] [--json]
     rescue-bench data synth N --output FILE
     rescue-bench tasks list | count [PATH] [--json]
     rescue-bench evaluate --tasks itp,rpp,... --agent NAME [--model M] [--judge-model J] --output runs/NAME
     rescue-bench rollout --policy NAME|ALGO:MODEL.zip | --model M [--split train|test|all] [--episodes N]
                          [--few-shot K] [--history] [--reward PRESET] --output runs/NAME [--json] [--render N]
     rescue-bench report RUN_DIR [RUN_DIR ...] | --data PATH [-o DIR] [--episode SAMPLE_ID]
+    rescue-bench judge export RUN [RUN ...] -o SHEET.csv [--per-task N] | agree RUN [RUN ...] --human SHEET.csv
     rescue-bench dynamics fit | report | validate [PATH] [--episodes K] [--ppo MODEL.zip ...] [--output DIR]
 
 PATH is the release JSONL, a directory of per-sample JSON files, or ``demo`` (the default: the embedded demo
@@ -92,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rescue-env {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    data = commands.add_parser("data", help="validate, describe or synthesise datasets")
+    data = commands.add_parser("data", help="validate, describe, show or synthesise datasets")
     data_commands = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
 
     validate = data_commands.add_parser("validate", help="load a dataset and list every problem found (exit 1 if any)")
@@ -110,6 +112,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="which rows carry relation labels (default: paper, reproducing Table 6)",
     )
     stats.set_defaults(handler=_cmd_stats)
+
+    show = data_commands.add_parser(
+        "show",
+        help="one conversation row by row: speaker, times, words, emotions, viewpoints, relation, support",
+        description="Print one sample: per row its number, start-end time, speaker and addressees, the words, each "
+        "annotated emotion with its intensity (0-10), each viewpoint (source -> target), the relation label "
+        "(relation_pattern, else relation_cycle_state, marked '(cycle)') and the therapist's support target and "
+        "strategy.",
+    )
+    show.add_argument("sample_id", metavar="SAMPLE_ID", help="the sample's id (e.g. demo_maya_and_jordan/001)")
+    show.add_argument("--data", default=None, metavar="PATH", help="release JSONL, directory, or 'demo' (default)")
+    show.add_argument("--json", action="store_true", help="print one JSON object (header fields and rows)")
+    show.set_defaults(handler=_cmd_show)
 
     synth = data_commands.add_parser(
         "synth",
@@ -153,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(commands)
     _add_rollout(commands)
     _add_report(commands)
+    _add_judge(commands)
     _add_compare(commands)
     _add_export(commands)
     _add_serve(commands)
@@ -379,14 +395,15 @@ def _add_rollout(commands: argparse._SubParsersAction) -> None:
 
     rollout = commands.add_parser(
         "rollout",
-        help="play a policy or an LLM therapist through Rescue-v0/v1 or the closed loop RescueSim-v0 and report",
+        help="play a policy or an LLM therapist through Rescue-v0/v1 or the closed loop RescueSim-v0/v1 and report",
         description=textwrap.fill(
             "Play a built-in or trained policy (--policy) or an LLM as the therapist (--model) through "
             "Rescue-v0 (or Rescue-v1), every conversation of the chosen split once, and report timing P/R/F1 and "
             "accuracy, target exact match and Jaccard, strategy accuracy, failed decisions and the mean return under "
             "every reward preset, per scenario and pooled, with 95 % bootstrap intervals over episodes. With --env "
             "RescueSim-v0 (closed loop: each conversation's opening, then the state moves with the support chosen) "
-            "the report has the share of steps intervened, the final max distress and the return of Eq. 14. "
+            "the report has the share of steps intervened, the final max distress and the return of Eq. 14 "
+            "(RescueSim-v1: F1 and the behaviour prior, every episode to the horizon; see the README). "
             "The run directory holds config.json, trajectories.jsonl (one line per step), results.json/.csv/.md "
             "and run.json (and transcripts/ with --participants llm); re-running the same command resumes it "
             "(finished episodes make no call). Privileged reference policies (they read the "
@@ -500,7 +517,10 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "evaluate",
         help="score an agent or model on the six tasks (resumable run directory)",
         description="Evaluate an agent on RESCUE-Bench tasks. Re-running the same command resumes the run: "
-        "instances that already have an answer are not asked again (API failures are asked again). Before the "
+        "instances that already have an answer are not asked again (API failures are asked again). The judge and "
+        "BERTScore settings (--judge-model, --judge-api-base, --vp-rubric, --no-bertscore, --bertscore-model, "
+        "--bertscore-num-layers) may change on a stored run: its answers are kept, only the judge and BERTScore run "
+        "again, and config.json records the change; any other change needs another --output. Before the "
         "first request the key variable is checked and one probe request is sent to the model (and the judge); a "
         "problem stops the run with one line and exit code 2, before anything is written. Exit codes: 0 ok; 1 failed "
         "answers or judge verdicts (unless --allow-failures), or stopped at --max-failures; 2 usage or set-up error, "
@@ -512,6 +532,7 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
         "--api-key-env OPENAI_API_KEY --judge-model openai/gpt-4o --output runs/gpt-4o-mini\n"
         "  rescue-bench evaluate --model openai/my-model --api-base http://127.0.0.1:8000/v1 --output runs/local\n"
         "  rescue-bench evaluate --model openai/gpt-4o-mini --tasks rpp --limit 20 --dry-run  # see the prompts first\n"
+        "  rescue-bench evaluate --model mock --tasks er,vp --judge-model mock -o runs/mock  # a judge added later\n"
         "  rescue-bench evaluate --agent trained:linear --crossfit --tasks itp,rpp,stp,ssp,er # a trained solver",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -614,7 +635,13 @@ def _add_evaluate(commands: argparse._SubParsersAction) -> None:
     )
     scoring.add_argument("--seed", type=int, default=0, help="seeds the random agent and the bootstrap")
     out = evaluate.add_argument_group("output")
-    out.add_argument("--output", "-o", default=None, metavar="DIR", help="run directory (default: runs/AGENT)")
+    out.add_argument(
+        "--output",
+        "-o",
+        default=None,
+        metavar="DIR",
+        help="run directory (default: runs/<model slug> with --model, e.g. runs/openai_gpt-4o-mini; else runs/AGENT)",
+    )
     out.add_argument(
         "--write-prompts",
         action="store_true",
@@ -668,6 +695,13 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
     )
     report.add_argument("--bootstrap", type=_count(1), default=1000, metavar="N", help="paired bootstrap resamples")
     report.add_argument("--seed", type=int, default=0, help="seed of the paired bootstrap")
+    report.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="with --data: print every number next to the paper's, also for data other than the release "
+        "(otherwise one line of how many agree)",
+    )
     report.set_defaults(handler=_cmd_report)
 
 
@@ -792,7 +826,13 @@ def _add_model_arguments(group: argparse._ArgumentGroup) -> None:
         help="retries of a request after a timeout, 429, 5xx or dropped connection, with exponential back-off "
         "(default: %(default)s)",
     )
-    group.add_argument("--cache-dir", default=None, metavar="DIR", help="response cache (default: OUTPUT/cache)")
+    group.add_argument(
+        "--cache-dir",
+        default=None,
+        metavar="DIR",
+        help="response cache (default: OUTPUT/cache); another run's cache answers the identical requests that run "
+        "already sent, so a new --output need not pay for them again",
+    )
     group.add_argument(
         "--max-failures",
         type=_failure_budget,
@@ -874,6 +914,24 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    from rescue_env.data.show import sample_record, sample_text, unknown_id_message
+
+    dataset = load_dataset(args.data or DEMO)
+    _report_problems(dataset, first=5)
+    try:
+        sample = dataset.get(args.sample_id)
+    except KeyError:
+        source = "the demo data" if (args.data or DEMO) == DEMO else dataset.source
+        print(f"error: {unknown_id_message(args.sample_id, dataset.sample_ids, source)}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(sample_record(sample), indent=2, ensure_ascii=False))
+    else:
+        print(sample_text(sample, dataset.source if args.data not in (None, DEMO) else "demo data"), end="")
+    return 0
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     from rescue_env.data.synthetic import generate_samples, write_jsonl
 
@@ -938,7 +996,11 @@ def _cmd_tasks_count(args: argparse.Namespace) -> int:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from agents.client import ModelSetupError
+    from agents.client import ModelSetupError, preload_litellm
+
+    calls_models = args.agent in (None, "litellm") and args.model or args.judge_model
+    if calls_models and args.workers == 1 and not args.dry_run:
+        preload_litellm()  # `import litellm` (seconds) on a thread, while the data loads and the instances build
     from benchmarks.failures import ErrorTally, FailureBudgetExceeded
     from benchmarks.registry import parse_task_list
     from benchmarks.results import results_table
@@ -1019,6 +1081,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"failed answers (scored wrong): {failures}")
     if judged:
         print(f"failed judge verdicts (not scored): {judged}")
+    if evaluation.scoring_changes:
+        changed = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in evaluation.scoring_changes.items())
+        print(f"rescored ({changed}): the stored answers were kept and scored again; config.json records the change")
     print(f"results: {output}/results.md, results.json, results.csv, predictions.jsonl")
     print(f"figures and an HTML report: rescue-bench report {output}")
     if (failures or judged) and not args.allow_failures:
@@ -1036,6 +1101,119 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def _add_judge(commands: argparse._SubParsersAction) -> None:
+    judge = commands.add_parser(
+        "judge",
+        help="validate a run's ER/VP judge against human ratings (paper App. F, Table 12)",
+        description=textwrap.fill(
+            "Can the judge of a run be trusted? The paper checked its judge against people on 200 ER/VP items "
+            "(App. F, Table 12: 79.5% exact agreement, MAE 0.235, no gap over 2 points). 'judge export' writes a "
+            "blind rating sheet from one or more evaluate runs; people fill in a score per item; 'judge agree' "
+            "compares the judge with them in Table 12's layout, with chance-corrected figures and bootstrap "
+            "intervals, per task and pooled.",
+            width=100,
+        ),
+        epilog="examples:\n"
+        "  rescue-bench judge export runs/gpt-4o-mini runs/llama -o sheet.csv --raters 2\n"
+        "  rescue-bench judge agree runs/gpt-4o-mini runs/llama --human sheet.csv\n"
+        "  rescue-bench judge agree runs/gpt-4o-mini runs/llama --human sheet.csv --csv agreement.csv\n"
+        "a run without a judge: re-run its evaluate command with --judge-model MODEL (its answers are kept)",
+    )
+    sub = judge.add_subparsers(dest="judge_command", metavar="SUBCOMMAND", required=True)
+    export = sub.add_parser(
+        "export",
+        help="a blind rating sheet (CSV) of a stratified sample of ER/VP answers",
+        description=textwrap.fill(
+            "Write a CSV rating sheet for people: per task (ER, VP), a seeded random sample of N valid answers, "
+            "spread over the runs and the scenarios in proportion, in random order. Each row has an opaque item_id, "
+            "the task, the scale, the prediction and the reference (the gold annotation), and an empty column per "
+            "rater (human, or human_1 ... human_K). Nothing on it names a model or shows the judge's score. Raters "
+            "score how well the prediction agrees in meaning with the reference, on the item's scale (1-5: 5 = the "
+            "same meaning, 1 = unrelated; the judge's rubric, App. F).",
+            width=100,
+        ),
+    )
+    export.add_argument("runs", nargs="+", metavar="RUN", help="evaluate run directories (ER and/or VP)")
+    export.add_argument("--output", "-o", required=True, metavar="FILE", help="the CSV sheet to write")
+    export.add_argument(
+        "--per-task", type=_count(1), default=100, metavar="N", help="items per task, or all a task has (App. F: 100)"
+    )
+    export.add_argument("--raters", type=_count(1), default=1, metavar="K", help="empty rater columns")
+    export.add_argument("--seed", type=int, default=0, help="seed of the sample and its order")
+    export.add_argument("--force", action="store_true", help="overwrite an existing sheet")
+    export.set_defaults(handler=_cmd_judge_export)
+    agree = sub.add_parser(
+        "agree",
+        help="judge vs human agreement: Table 12's layout, kappa, alpha, rho, bootstrap intervals",
+        description=textwrap.fill(
+            "Compare the judge scores of the runs with a filled rating sheet of judge export. Rows: the judge vs "
+            "each rater, vs the raters' mean (two raters or more), and each rater vs each other: the inter-rater "
+            "ceiling. Per task and pooled: items, exact matches, gaps of 1, 2 and 3+ points, the exact and "
+            "within-one rates and MAE (Table 12), then quadratic-weighted Cohen's kappa, Krippendorff's alpha "
+            "(ordinal) and Spearman's rho, with 95% percentile intervals from a seeded bootstrap over items. An "
+            "empty cell is an item that rater did not rate; items without a valid judge score are left out of the "
+            "judge rows.",
+            width=100,
+        ),
+    )
+    agree.add_argument("runs", nargs="+", metavar="RUN", help="the run directories the sheet was exported from")
+    agree.add_argument("--human", required=True, metavar="FILE", help="the filled rating sheet (CSV)")
+    agree.add_argument(
+        "--raters",
+        default=None,
+        metavar="COLUMNS",
+        help="comma-separated rater columns (default: every column whose name starts with 'human')",
+    )
+    agree.add_argument("--bootstrap", type=_count(0), default=1000, metavar="N", help="bootstrap resamples (0 = none)")
+    agree.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    agree.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    agree.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV (pandas reads it)")
+    agree.set_defaults(handler=_cmd_judge_agree)
+
+
+def _cmd_judge_export(args: argparse.Namespace) -> int:
+    from benchmarks.judge_agreement import AgreementError, export_sheet, rater_columns
+
+    try:
+        items = export_sheet(
+            [Path(r) for r in args.runs], Path(args.output), per_task=args.per_task, seed=args.seed,
+            raters=args.raters, overwrite=args.force,
+        )  # fmt: skip
+    except (AgreementError, OSError) as exc:
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    per_task = {t: sum(i.task == t for i in items) for t in ("er", "vp")}
+    counts = ", ".join(
+        f"{t.upper()} {n}" + (" (all there are)" if n < args.per_task else "") for t, n in per_task.items() if n
+    )
+    columns = ", ".join(rater_columns(args.raters))
+    print(f"sheet: {args.output} ({len(items)} items: {counts})")
+    print(
+        f"raters: fill {columns} with a whole-number score per item on its scale (how well the prediction agrees in "
+        f"meaning with the reference); then: rescue-bench judge agree {' '.join(args.runs)} --human {args.output}"
+    )
+    return 0
+
+
+def _cmd_judge_agree(args: argparse.Namespace) -> int:
+    from benchmarks.judge_agreement import AgreementError, agreement_report, format_report
+
+    raters = [c.strip() for c in args.raters.split(",") if c.strip()] if args.raters else None
+    try:
+        report = agreement_report(
+            [Path(r) for r in args.runs], Path(args.human), raters=raters, resamples=args.bootstrap, seed=args.seed
+        )
+        if args.csv:
+            report.frame().to_csv(args.csv, index=False)
+    except (AgreementError, OSError) as exc:
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    print(report.model_dump_json(indent=2) if args.json else format_report(report))
+    if args.csv and not args.json:
+        print(f"rows: {args.csv}")
     return 0
 
 
@@ -1250,6 +1428,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             episode=args.episode,
             resamples=args.bootstrap,
             seed=args.seed,
+            verbose=args.verbose,
         )
     except (ReportError, ValueError) as exc:
         print(f"error: {_first_error(exc)}", file=sys.stderr)
@@ -1257,8 +1436,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for line in built.console:
         print(line)
     markdown, page = built.report.write()
-    print(f"report: {page} ({len(built.report.figures)} figures; {markdown}, figures/)")
+    print(f"report: {page} ({_plural(len(built.report.figures), 'figure')}; {markdown}, figures/)")
     return 0
+
+
+def _plural(count: int, noun: str) -> str:
+    """``1 figure``, ``3 figures`` (regular plurals only)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _check_output(output: str) -> None:
@@ -1387,6 +1571,8 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
     out = sys.stderr if args.json else sys.stdout
     if args.render and not renders:
         print("(--render: no step was played in this invocation: every episode was already on disk)", file=out)
+    if renders:
+        print(_render_legend(len(renders), config.env_id), file=out)
     for text in renders:
         print(text, end="", file=out)
     if renders:
@@ -1408,6 +1594,17 @@ def _cmd_rollout(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _render_legend(count: int, env_id: str) -> str:
+    """The line above ``rollout --render``'s steps: what is shown, and what is not."""
+    if env_id.startswith("RescueSim"):
+        return f"--render: the first {_plural(count, 'step')} of the closed loop (what was said, the state after it)"
+    return (
+        f"--render: the first {_plural(count, 'decision')}, one per row after which the therapist could speak (the "
+        "rows between decisions are not shown; the last 3 lines of the context are); gold = what the real therapist "
+        "did at the next row, chosen = the policy's action"
+    )
 
 
 def _first_error(exc: BaseException) -> str:

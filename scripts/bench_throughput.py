@@ -3,17 +3,20 @@
 Against the local OpenAI-compatible server (``agents.fake_server``, in a process of its own, fixed latency L):
 
 1. start-up: ``import litellm`` in a fresh interpreter, next to ``python -c pass``;
-2. requests/s at saturation (C_max connections) and CPU per request of: plain httpx, plain aiohttp (the server
-   alone: what it sustains), litellm's ``acompletion`` alone, the harness client (``agents.client.LLMClient``,
-   one process), and the harness client with ``--workers`` processes (requests/s only: the CPU is the workers');
+2. requests/s at saturation (C_max connections) and CPU per request of: plain aiohttp (the server alone: what
+   it sustains, the limit every other row is a ratio to; measured first and last, their mean), plain httpx,
+   litellm's ``acompletion`` alone on its openai SDK route and on its own HTTP handler (the one the harness
+   uses: ``EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER``), the harness client (``agents.client.LLMClient``, one
+   process), and the harness client with ``--workers`` processes (requests/s only: the CPU is the workers');
 3. the whole ``rescue-bench evaluate`` process (a subprocess, timed as a user times it, start-up included) on the
    four ranked tasks (ITP, RPP, STP, SSP) of the release, or of the demo data when the release is absent, at each
    connection count (``--no-bertscore --bootstrap 0``: the requests are what is measured; the bootstrap has its
    own benchmark, ``scripts/bench_scoring.py``): wall time, the ideal (requests x L / connections) and the ratio,
-   and with ``--baseline DIR`` the same run of an older checkout against the same server; then one run at the middle
-   connection count split into where the time goes (start-up and imports, loading, building instances, probe
-   (which waits for litellm's import), requests (prompts are built as they are sent), scoring, writing); and
-   the ``--model mock`` route (litellm's ``mock_response``, with litellm's ``mock_delay`` = L: no server);
+   and with ``--baseline DIR`` the same run of an older checkout against the same server; then runs at the
+   middle connection count split into where the time goes (start-up and imports, loading, building instances,
+   probe (which waits for litellm's import), requests (prompts are built as they are sent), scoring, writing),
+   one of them in one process without the background ``import litellm`` (what the overlap saves); and the
+   ``--model mock`` route (litellm's ``mock_response``, with litellm's ``mock_delay`` = L: no server);
 4. the same for ``rescue-bench rollout`` (an LLM therapist on ``Rescue-v0``): its ideal is
    max(sum of steps x L / connections, the longest episode's steps x L), since an episode's steps are sequential.
 
@@ -108,10 +111,17 @@ async def saturate(kind: str, base_url: str, requests: int, connections: int, wo
                 response.raise_for_status()
                 await response.json()
 
-    elif kind == "litellm":
-        from agents.client import _import_litellm
+    elif kind in ("litellm", "litellm-sdk"):
+        from agents.client import OPENAI_ROUTE_ENV, _import_litellm
 
         litellm = _import_litellm()
+        # litellm reads its route switch per request: "false" is its openai SDK route, "true" its own HTTP handler
+        os.environ[OPENAI_ROUTE_ENV] = "false" if kind == "litellm-sdk" else "true"
+
+        def restore() -> None:
+            os.environ[OPENAI_ROUTE_ENV] = "true"
+
+        close = restore
 
         async def call(i: int) -> None:
             await litellm.acompletion(
@@ -141,7 +151,9 @@ async def saturate(kind: str, base_url: str, requests: int, connections: int, wo
     await asyncio.gather(*(one(i) for i in range(requests)))
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     if close is not None:
-        await close()
+        closed = close()
+        if asyncio.iscoroutine(closed):
+            await closed
     if kind == "harness":
         client.close()
     return requests / wall, 1000 * cpu / requests
@@ -193,12 +205,23 @@ sys.exit(code)
 """
 
 
-def run_cli(argv: list[str], phases: bool = False, code: Path | None = None) -> tuple[float, dict | None]:
+def _span(found: dict | None, prefix: str) -> tuple[float, float]:
+    for label, span in (found or {}).get("spans", {}).items():
+        if label.startswith(prefix):
+            return span[0], span[1]
+    return 0.0, 0.0
+
+
+def run_cli(
+    argv: list[str], phases: bool = False, code: Path | None = None, preload: bool = True
+) -> tuple[float, dict | None]:
     """Wall seconds of ``rescue-bench ARGV`` in a subprocess (and its phases when asked); ``code``: run another
-    checkout of the project instead (e.g. an unchanged copy, for the old figures)."""
+    checkout of the project instead (e.g. an unchanged copy, for the old figures); ``preload=False``: without
+    the background ``import litellm`` of ``evaluate`` (the figure it saves)."""
     started = time.time()
     if phases:
-        command = [sys.executable, "-c", PHASES, repr(started), *argv]
+        script = PHASES if preload else PHASES.replace(NO_PRELOAD_AT, NO_PRELOAD_AT + NO_PRELOAD)
+        command = [sys.executable, "-c", script, repr(started), *argv]
     else:
         command = [sys.executable, "-m", "rescue_env.cli", *argv]
     env = None if code is None else {**os.environ, "PYTHONPATH": str(code)}
@@ -211,6 +234,10 @@ def run_cli(argv: list[str], phases: bool = False, code: Path | None = None) -> 
         if line.startswith("PHASES "):
             found = json.loads(line.removeprefix("PHASES "))
     return wall, found
+
+
+NO_PRELOAD_AT = "import rescue_env.cli as cli\n"
+NO_PRELOAD = "import agents.client\nagents.client.preload_litellm = lambda: None\n"
 
 
 def show_phases(found: dict, wall: float) -> list[str]:
@@ -316,19 +343,32 @@ def main(argv: list[str] | None = None) -> int:
         with server_process(args.latency) as base_url:
             top = max(counts)
             many = max(workers_for(args.workers, top))
-            print(f"2. saturation: {args.requests} requests, {top} connections (ideal {top / args.latency:,.0f}/s)")
-            for label, kind, workers in (
-                ("plain httpx (the server alone)", "httpx", 1),
-                ("plain aiohttp (the server alone)", "aiohttp", 1),
-                ("litellm.acompletion alone", "litellm", 1),
+            print(
+                f"2. saturation: {args.requests} requests, {top} connections (ideal {top / args.latency:,.0f}/s); "
+                "each against plain aiohttp (the limit: what the server sustains), measured before and after"
+            )
+            rows = [
+                ("plain aiohttp (the server alone), before", "aiohttp", 1),
+                ("plain httpx", "httpx", 1),
+                ("litellm.acompletion, its openai SDK route", "litellm-sdk", 1),
+                ("litellm.acompletion, its own HTTP handler", "litellm", 1),
                 ("harness client, 1 process", "harness", 1),
                 (f"harness client, {many} worker processes", "harness", many),
-            ):
+                ("plain aiohttp (the server alone), after", "aiohttp", 1),
+            ]
+            measured = []
+            for label, kind, workers in rows:
                 if kind == "harness" and workers == 1 and many == 1 and label.endswith("processes"):
                     continue
                 rate, cpu = asyncio.run(saturate(kind, base_url, args.requests, top, workers))
-                cpu_text = f"{cpu:5.2f} ms CPU/request" if workers == 1 else "(CPU in the workers)"
-                print(f"  {label:42s} {rate:7.0f} requests/s  {cpu_text}")
+                measured.append((label, kind, workers, rate, cpu))
+            limit = sum(rate for _, kind, _, rate, _ in measured if kind == "aiohttp") / 2
+            print(f"  {'client':44s} {'requests/s':>10s} {'x aiohttp':>9s}  CPU/request in this process")
+            for label, kind, workers, rate, cpu in measured:
+                cpu_text = f"{cpu:5.2f} ms" if workers == 1 else "(in the workers)"
+                target = "  (target >= 0.5x)" if kind == "harness" else ""
+                print(f"  {label:44s} {rate:10.0f} {rate / limit:8.2f}x  {cpu_text}{target}")
+            print(f"  (the limit, plain aiohttp: the mean of before and after, {limit:,.0f} requests/s)")
 
             requests = planned_requests(args.data, args.limit)
             print(f"3. rescue-bench evaluate, {RANKED} ({requests} requests), whole process")
@@ -350,12 +390,25 @@ def main(argv: list[str] | None = None) -> int:
                     ideal = requests * args.latency / connections
                     print(f"  {connections:4d} connections, old checkout: {wall:6.2f} s, {wall / ideal:5.2f}x ideal")
             middle = counts[len(counts) // 2]
-            out = scratch / "evaluate-phases"
-            workers = max(workers_for(args.workers, middle))
-            wall, found = run_cli(evaluate_argv(args.data, base_url, middle, workers, args.limit, out), phases=True)
-            print(f"  where the time goes at {middle} connections, --workers {workers} (seconds):")
-            for line in show_phases(found or {}, wall):
-                print(line)
+            ideal = requests * args.latency / middle
+            for workers in workers_for(args.workers, middle):
+                out = scratch / f"evaluate-phases-{workers}"
+                wall, found = run_cli(evaluate_argv(args.data, base_url, middle, workers, args.limit, out), phases=True)
+                print(
+                    f"  where the time goes at {middle} connections, --workers {workers}: {wall:.2f} s, "
+                    f"{wall / ideal:.2f}x ideal (seconds):"
+                )
+                for line in show_phases(found or {}, wall):
+                    print(line)
+            out = scratch / "evaluate-no-overlap"
+            wall_plain, found = run_cli(
+                evaluate_argv(args.data, base_url, middle, 1, args.limit, out), phases=True, preload=False
+            )
+            print(
+                f"  the same, --workers 1, with `import litellm` not overlapped (no background import): "
+                f"{wall_plain:.2f} s, {wall_plain / ideal:.2f}x ideal; probe waits "
+                f"{_span(found, 'probe')[1] - _span(found, 'probe')[0]:.2f} s"
+            )
 
             print(f"  the mock model (litellm's mock_response with mock_delay {args.latency:g} s, no server), in this")
             print("  process (litellm already imported; the workers' own import is included):")

@@ -460,7 +460,7 @@ def test_an_empty_scope_shows_a_dash(tmp_path: Path, capsys) -> None:
     couple = next(line for line in out.splitlines() if line.startswith("| Couple |"))
     assert "100.00" in couple and "not run" in couple  # no judge, no BERTScore: not run, not 0.00 or 1.00
     markdown = (tmp_path / "run" / "results.md").read_text()
-    assert "| Family | — | — | — | — | — |" in markdown and "| f1 | 1.0000 | — | 1.0000 |" in markdown
+    assert "| Family | — | — | — | — | — |" in markdown and "| f1 (%) | 100.00 | — | 100.00 |" in markdown
 
 
 def test_no_judge_is_not_run_even_when_every_answer_failed(tmp_path: Path, capsys) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.reports.document import Report
 
-__all__ = ["Built", "ReportError", "build_report", "kind_of"]
+__all__ = ["Built", "ReportError", "build_report", "comparison_lines", "kind_of"]
 
 
 class ReportError(ValueError):
@@ -65,14 +65,16 @@ def build_report(
     episode: str | None = None,
     resamples: int = 1000,
     seed: int = 0,
+    verbose: bool = False,
 ) -> Built:
     """The report of a dataset (``data``) or of run directories (``runs``); ``output`` defaults to
     ``RUN_DIR/report`` for one run, ``reports/compare`` or ``reports/rollouts`` for several and
-    ``reports/data-NAME`` for a dataset."""
+    ``reports/data-NAME`` for a dataset. A dataset's console lines list every number next to the paper's for the
+    release (or with ``verbose``), else one line of how many agree."""
     if data is not None and runs:
         raise ReportError("give either --data PATH (a dataset report) or run directories, not both")
     if data is not None:
-        from benchmarks.reports.dataset import dataset_report, paper_comparison
+        from benchmarks.reports.dataset import dataset_report, is_release, paper_comparison
         from rescue_env.data import load_dataset
 
         dataset = load_dataset(data)
@@ -81,7 +83,9 @@ def build_report(
         name = Path(data).stem if data != "demo" else "demo"
         target = output or Path("reports") / f"data-{name}"
         report = dataset_report(dataset, target, protocol=protocol)  # type: ignore[arg-type]
-        return Built(report, _comparison_lines(paper_comparison(dataset, protocol=protocol)))  # type: ignore[arg-type]
+        rows = paper_comparison(dataset, protocol=protocol)  # type: ignore[arg-type]
+        what = "demo data" if data == "demo" else f"{Path(data).name} (not the release: Table 3's counts differ)"
+        return Built(report, comparison_lines(rows, what, listed=verbose or is_release(dataset)))
     if not runs:
         raise ReportError("nothing to report: give run directories, or --data PATH for a dataset")
     kinds = {path: kind_of(path) for path in runs}
@@ -114,12 +118,17 @@ def build_report(
     return Built(compare_report(list(runs), target, seed=seed, resamples=resamples))
 
 
-def _comparison_lines(rows: Sequence[Any]) -> list[str]:
-    """The dataset report's numbers next to the paper's, one per line, marked ``=`` (the same at the paper's
-    precision, or the paper's claim holds), ``x`` (not) or ``?`` (cannot be told)."""
+def comparison_lines(rows: Sequence[Any], what: str, listed: bool) -> list[str]:
+    """The dataset report's numbers next to the paper's for the console. ``listed`` (the release, or
+    ``--verbose``): one per line, marked ``=`` (the same at the paper's precision, or the paper's claim holds),
+    ``x`` (not) or ``?`` (cannot be told), then the count. Otherwise one line: other data is not expected to
+    match, and a list of dozens of "x" lines would only bury the report's path."""
+    matched = sum(row.match is True for row in rows)
+    told = sum(row.match is not None for row in rows)
+    if not listed:
+        return [f"{what}: not expected to match the paper; {matched} of {told} agree (--verbose lists them)"]
     marks = {True: "=", False: "x", None: "?"}
     lines = ["this data next to the paper (= same, x differs, ? cannot be told):"]
     lines += [f"  {marks[row.match]} {row.what} ({row.scope}): {row.ours} | paper {row.paper}" for row in rows]
-    matched = sum(row.match is True for row in rows)
-    lines.append(f"{matched} of {sum(row.match is not None for row in rows)} match")
+    lines.append(f"{matched} of {told} match")
     return lines

@@ -183,22 +183,54 @@ def _cell(row: pd.Series, with_interval: bool = True) -> str:
     return text
 
 
-def comparison_rows(frame: pd.DataFrame, labels: Sequence[str], scope: str = "Both") -> list[list[str]]:
-    """Task | metric | one cell per run (value [interval]), the best per metric in bold."""
+OTHER_INSTANCES = "§"  # marks a task whose runs cover different instances: no best is bolded there
+
+
+def unequal_instances(runs: Sequence[Run], labels: Sequence[str]) -> dict[str, str]:
+    """The tasks whose runs did not all score the same instances (other data, another ``--limit`` or
+    ``--sample-ids``, a run cut short), each with why in a few words: a "best" across them would compare scores
+    on different questions, so the tables bold none there."""
+    out = {}
+    other_data = different_data(runs) is not None
+    for task in TASK_NAMES:
+        ids = [frozenset(str(r.get("instance_id")) for r in run.task_records(task)) for run in runs]
+        if other_data:
+            out[task] = "runs on different data"
+        elif any(i != ids[0] for i in ids[1:]):
+            counts = ", ".join(f"{label} {len(i):,}" for label, i in zip(labels, ids))
+            same_size = len({len(i) for i in ids}) == 1
+            out[task] = f"{'as many but not the same' if same_size else 'different'} instances ({counts})"
+    return out
+
+
+def _bolded(cells: Sequence[str], best: set[int]) -> list[str]:
+    return [f"**{c}**" if i in best else c for i, c in enumerate(cells)]
+
+
+def comparison_rows(
+    frame: pd.DataFrame, labels: Sequence[str], scope: str = "Both", unequal: Mapping[str, str] | None = None
+) -> list[list[str]]:
+    """Task | metric | one cell per run (value [interval]), the best per metric in bold, except for the tasks of
+    ``unequal`` (runs on different instances: marked with ``OTHER_INSTANCES``, nothing bolded)."""
+    unequal = unequal or {}
     rows = []
     part = frame[frame["scope"] == scope]
     for (task, metric), group in part.groupby(["task", "metric"], sort=False):
         group = group.set_index("run").loc[list(labels)]
-        best = _best(list(group["value"]), metric)
-        cells = [_cell(row) for _, row in group.iterrows()]
-        cells = [f"**{c}**" if i in best else c for i, c in enumerate(cells)]
+        best = set() if task in unequal else _best(list(group["value"]), metric)
+        cells = _bolded([_cell(row) for _, row in group.iterrows()], best)
         arrow = " (lower is better)" if metric in LOWER_IS_BETTER else ""
-        rows.append([task.upper(), metric + arrow, *cells])
+        name = task.upper() + (f" {OTHER_INSTANCES}" if task in unequal else "")
+        rows.append([name, metric + arrow, *cells])
     return rows
 
 
-def scenario_rows(frame: pd.DataFrame, labels: Sequence[str]) -> list[list[str]]:
-    """Table 11's layout: one row per scope x run, Table 5's columns, the best per column and scope in bold."""
+def scenario_rows(
+    frame: pd.DataFrame, labels: Sequence[str], unequal: Mapping[str, str] | None = None
+) -> list[list[str]]:
+    """Table 11's layout: one row per scope x run, Table 5's columns, the best per column and scope in bold
+    (none in a column of a task of ``unequal``)."""
+    unequal = unequal or {}
     rows = []
     for scope in SCOPES:
         title = SCOPE_TITLES[scope]
@@ -206,11 +238,15 @@ def scenario_rows(frame: pd.DataFrame, labels: Sequence[str]) -> list[list[str]]
         columns = []
         for task, metric, _, _ in TABLE_COLUMNS:
             cells = [part.loc[(task, metric, label)] for label in labels]
-            best = _best([c["value"] for c in cells], metric)
-            columns.append([f"**{_cell(c, False)}**" if i in best else _cell(c, False) for i, c in enumerate(cells)])
+            best = set() if task in unequal else _best([c["value"] for c in cells], metric)
+            columns.append(_bolded([_cell(c, False) for c in cells], best))
         for i, label in enumerate(labels):
             rows.append([title, label, *(column[i] for column in columns)])
     return rows
+
+
+def _header(header: str, task: str, unequal: Mapping[str, str]) -> str:
+    return header + (f" {OTHER_INSTANCES}" if task in unequal else "")
 
 
 def run_pairs(count: int) -> list[tuple[int, int]]:
@@ -384,7 +420,7 @@ def compare_report(run_dirs: Sequence[Path], output: Path, seed: int = 0, resamp
     frame = comparison_frame(runs, labels)
     output.mkdir(parents=True, exist_ok=True)
     frame.drop(columns=["instances", "missing"]).to_csv(output / "comparison.csv", index=False)
-    _table_section(report, frame, labels)
+    _table_section(report, frame, labels, unequal_instances(runs, labels))
     _paired_section(report, runs, labels, resamples, seed)
     return report
 
@@ -414,15 +450,22 @@ def _runs_section(report: Report, runs: Sequence[Run], labels: Sequence[str]) ->
     )
 
 
-def _table_section(report: Report, frame: pd.DataFrame, labels: Sequence[str]) -> None:
+def _table_section(report: Report, frame: pd.DataFrame, labels: Sequence[str], unequal: Mapping[str, str]) -> None:
     report.heading("Comparison (Both = pooled over instances)")
     report.paragraph(
         "Every headline metric of every task: value and 95 % percentile-bootstrap interval (classification metrics "
         "in %, judge scores on their scale, BERTScore F1 raw); the best value per metric in **bold** (higher is "
-        "better, except the intensity error). All values, per scenario too: `comparison.csv` (fractions as "
-        "results.json stores them; `pd.read_csv`)."
+        "better, except the intensity error) where every run scored the same instances. All values, per scenario "
+        "too: `comparison.csv` (fractions as results.json stores them; `pd.read_csv`)."
     )
-    report.table(["Task", "Metric", *labels], comparison_rows(frame, labels))
+    report.table(["Task", "Metric", *labels], comparison_rows(frame, labels, unequal=unequal))
+    if unequal:
+        report.paragraph(
+            f"{OTHER_INSTANCES} **No best in bold**: these runs scored different instances, so their values answer "
+            "different questions — "
+            + "; ".join(f"{task.upper()}: {why}" for task, why in unequal.items())
+            + ". Compare them on common instances in the paired tests below."
+        )
     figure = comparison_figure(frame, labels)
     if figure is not None:
         shown = frame[frame["scope"] == "Both"]
@@ -438,7 +481,8 @@ def _table_section(report: Report, frame: pd.DataFrame, labels: Sequence[str]) -
             + ".",
         )
     report.heading("Per scenario (Table 11 layout)", level=3)
-    report.table(["Scenario", "Run", *(c[2] for c in TABLE_COLUMNS)], scenario_rows(frame, labels))
+    header = ["Scenario", "Run", *(_header(c[2], c[0], unequal) for c in TABLE_COLUMNS)]
+    report.table(header, scenario_rows(frame, labels, unequal))
 
 
 def _paired_section(report: Report, runs: Sequence[Run], labels: Sequence[str], resamples: int, seed: int) -> None:

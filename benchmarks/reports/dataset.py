@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -55,8 +56,10 @@ __all__ = [
     "paper_comparison",
     "position_figure",
     "position_frame",
+    "is_release",
     "transition_figure",
     "transition_frame",
+    "transition_matrix",
 ]
 
 LabelKind = Literal["relation_patterns", "strategies"]  # the LabelStats fields of ScopeStats
@@ -219,16 +222,34 @@ def label_shares_figure(frame: pd.DataFrame, title: str, colours: dict[str, tupl
     return figure
 
 
+NO_DATA_COLOUR = "0.82"  # a row without transitions: grey, not the white of a 0 share
+NO_DATA_TEXT = "no data: no transition out of this pattern"
+
+
+def transition_matrix(transitions: TransitionStats) -> np.ma.MaskedArray:
+    """Fig. 3's matrix as drawn: the row shares, with every row that has no outgoing transition masked (a share
+    of nothing is unknown, not 0: drawing it as 0 would read as "never followed by anything")."""
+    n = len(transitions.labels)
+    matrix = np.array(transitions.row_normalised, dtype=float).reshape(n, n)
+    empty = np.array([sum(line) == 0 for line in transitions.counts], dtype=bool).reshape(n, 1)
+    return np.ma.masked_array(matrix, mask=np.repeat(empty, n, axis=1))
+
+
 def transition_figure(transitions: TransitionStats, title: str) -> Figure:
     """Fig. 3: heat map of the row-normalised matrix (from on y, to on x), values in the cells, the diagonal (self
-    transitions, excluded) marked with a dash, each row's number of outgoing transitions beside its name."""
+    transitions, excluded) marked with a dash, each row's number of outgoing transitions beside its name; a row
+    with none is grey and says "no data" (:func:`transition_matrix`)."""
     labels = transitions.labels
     n = len(labels)
-    matrix = np.array(transitions.row_normalised, dtype=float).reshape(n, n)
+    matrix = transition_matrix(transitions)
     figure = new_figure(3.2 + 1.15 * n, 2.6 + 0.95 * n)
     ax = figure.add_subplot()
-    image = ax.imshow(matrix, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+    colours = colormaps["Blues"].with_extremes(bad=NO_DATA_COLOUR)
+    image = ax.imshow(matrix, cmap=colours, vmin=0.0, vmax=1.0, aspect="auto")
     for i in range(n):
+        if matrix.mask[i].all():
+            ax.text((n - 1) / 2, i, NO_DATA_TEXT, ha="center", va="center", fontsize=9, color="0.25")
+            continue
         for j in range(n):
             if i == j:
                 ax.text(j, i, "–", ha="center", va="center", color="0.5", fontsize=10)
@@ -475,6 +496,16 @@ def comparison_rows(
     return rows
 
 
+def is_release(dataset: Dataset | Sequence[Sample]) -> bool:
+    """Whether ``dataset`` looks like the paper's release: Table 3's samples per scenario and turns. Only there
+    are the paper's figures expected back (the demo, a subset or a synthetic set differ by design)."""
+    samples = list(dataset)
+    counts = {scenario: sum(1 for s in samples if scenario_of(s) == scenario) for scenario in SCENARIOS}
+    turns = sum(len(s.rows) for s in samples)
+    table = paper.TABLE_3
+    return all(counts[s] == table[s]["samples"] for s in SCENARIOS) and turns == table["all"]["turns"]
+
+
 def paper_comparison(dataset: Dataset | Sequence[Sample], protocol: RelationProtocol = "paper") -> list[ComparisonRow]:
     """The dataset's numbers next to the paper's, one row each (what the CLI prints)."""
     samples = list(dataset)
@@ -566,7 +597,7 @@ def _transition_section(report: Report, stats: dict[Scope, ScopeStats], protocol
         name = f"fig3_{scenario}_transitions"
         title = f"Fig. 3: relation-pattern transitions, {scenario} (row-normalised, self-transitions excluded)"
         silent = [label_name(k) for k, c in zip(transitions.labels, outgoing) if not c]
-        zero_rows = " A label with no outgoing transition has an all-zero row" + (
+        zero_rows = " A label with no outgoing transition has a grey row marked no data" + (
             f": {', '.join(silent)}." if silent else " (none here)."
         )
         report.figure(

@@ -7,6 +7,9 @@ are not a leak-free reference, and every report that shows them says so (:data:`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 # (task, metric key) of each Table 5/11 column, in the table's order; values: % for ITP-SSP, 1-5 for the judge,
 # raw F1 for BERTScore (the units of ``benchmarks.results.TABLE_COLUMNS``).
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -51,6 +54,38 @@ Average           | Couple |  86.76  80.07  82.60  40.20  66.88  80.79  30.54  4
 Average           | Family |  84.58  81.88  82.70  41.23  54.87  69.28  36.83  50.56   4.03 0.8279   3.76 0.8487
 Average           | Both   |  86.54  80.25  82.62  40.45  64.34  78.35  31.88  44.96   4.05 0.8223   3.58 0.8610
 """
+
+
+# The paper's scorers (Sec. 5.2; the authors' code, ref-spec 8.5): a BERTScore or judge column of a run is only
+# comparable with the paper's when it was scored the same way; the reports mark every other one.
+PAPER_BERTSCORE = "distilbert-base-uncased"  # layer 5, bert-score's default for it; raw F1
+PAPER_BERTSCORE_LAYERS = (None, 5)
+PAPER_JUDGE = "GPT-5.4"  # on the 1-5 Likert scale
+BERTSCORE_COLUMNS = (("er", "bertscore"), ("vp", "bertscore"))
+JUDGE_COLUMNS = (("er", "s_er"), ("vp", "judge"))
+
+
+def _model_name(model: str) -> str:
+    """``openai/gpt-5.4`` or ``/models/distilbert-base-uncased/`` -> the bare, lower-case model name."""
+    return model.strip().rstrip("/").rsplit("/", 1)[-1].lower()
+
+
+def incomparable(config: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """The Table 5 columns of a run (``results.json``'s config) that were scored differently from the paper, each
+    with why in a few words; a column that was not run is not listed (there is nothing to compare)."""
+    out: dict[tuple[str, str], str] = {}
+    if config.get("bertscore", True):
+        model = str(config.get("bertscore_model") or "")
+        same = _model_name(model) == PAPER_BERTSCORE and config.get("bertscore_num_layers") in PAPER_BERTSCORE_LAYERS
+        if not same:
+            out.update({column: f"BERTScore on {model} (the paper: DistilBERT)" for column in BERTSCORE_COLUMNS})
+    judge = config.get("judge_model")
+    if judge:
+        if _model_name(str(judge)) != PAPER_JUDGE.lower():
+            out.update({column: f"judge {judge} (the paper: {PAPER_JUDGE})" for column in JUDGE_COLUMNS})
+        elif config.get("vp_rubric") == "authors":
+            out[("vp", "judge")] = "VP judge on the authors' 0-6 rubric (the paper: 1-5)"
+    return out
 
 
 ITP_NOTE = (

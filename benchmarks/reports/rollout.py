@@ -5,8 +5,9 @@
 each labelled by its agent and env (``config.json``):
 
 1. **Episode returns**: per run and scope (Couple, Family, Both) the mean episode return with its 95 % bootstrap
-   interval over episodes, read from ``results.json`` (never recomputed), and a box-and-points figure of the
-   per-episode returns (``episode_end.return`` of ``trajectories.jsonl``) with that mean and interval marked.
+   interval over episodes, read from ``results.json`` (never recomputed), and a points figure of the
+   per-episode returns (``episode_end.return`` of ``trajectories.jsonl``), with quartile boxes where a run has at
+   least ``BOX_MIN_EPISODES`` (10) episodes in the scope, and that mean and interval marked.
 2. **Reward components per step**: the mean of each component per run (table and bar chart) and how the main
    components (those scored at every step) and the step reward evolve over ten bins of relative position in the
    episode (step / episode length), each with a standard error clustered by episode (the steps of one
@@ -87,7 +88,7 @@ __all__ = [
 ]
 
 SCOPE_NAMES = {"couple": "Couple", "family": "Family", "all": "Both"}
-CLOSED_LOOP = frozenset({"RescueSim-v0"})
+CLOSED_LOOP = frozenset({"RescueSim-v0", "RescueSim-v1"})
 BINS = 10
 """Relative-position bins of the components' course over the episode."""
 CONTEXT_ROWS = 2
@@ -538,13 +539,19 @@ def _action_text(action: Mapping[str, Any] | None) -> str:
     if not action.get("intervene"):
         return "listen"
     target, strategy = action.get("target"), action.get("strategy")
-    whom = "target unknown" if target is None else (", ".join(target) or "nobody")
-    return f"intervene → {whom} · {label_name(strategy) if strategy else 'strategy unknown'}"
+    # a gold action without a target or strategy is a therapist row the release left unannotated
+    whom = "no target annotated" if target is None else (", ".join(target) or "nobody")
+    return f"intervene → {whom} · {label_name(strategy) if strategy else 'no strategy annotated'}"
 
 
 def _chosen_text(step: Mapping[str, Any]) -> str:
-    """The chosen action; a decision whose answer failed (an LLM's) says so: it became what the fallback did."""
+    """The chosen action; a decision whose answer failed (an LLM's) says so: it became what the fallback did.
+    Where the gold intervenes without a strategy, the chosen strategy is a filler (the action must name one,
+    e.g. the oracle's first valid strategy) and is not scored: said, lest it read as a clinical choice."""
     text = _action_text(step["chosen"])
+    gold, chosen = step.get("gold") or {}, step.get("chosen") or {}
+    if gold.get("intervene") and not gold.get("strategy") and chosen.get("intervene"):
+        text += " (strategy not scored: none annotated)"
     return text + (f" (failed: {step['failure']})" if step.get("failure") else "")
 
 
@@ -697,9 +704,16 @@ def _legend_below(figure: Figure, handles: Sequence[Any], labels: Sequence[str],
     figure.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
 
 
+BOX_MIN_EPISODES = 10
+"""Fewest episodes of a run and scope that get a quartile box in the returns figure. A box of fewer is not a
+summary: its quartiles interpolate between a handful of points (two episodes make a "box" from the 25th to the
+75th percentile of a line between them), so below 10 the figure shows only the points, which are the data."""
+
+
 def returns_figure(frame: pd.DataFrame) -> Figure:
-    """Per scope (Couple, Family, Both) and run: a box of the episode returns, the episodes as points, and the
-    mean with its 95 % interval (``results.json``) as a black diamond with a bar."""
+    """Per scope (Couple, Family, Both) and run: the episode returns as points, with a quartile box where there
+    are at least ``BOX_MIN_EPISODES`` of them, and the mean with its 95 % interval (``results.json``) as a black
+    diamond with a bar."""
     runs = list(dict.fromkeys(frame["run"]))
     labels = {r: frame.loc[frame["run"] == r, "label"].iloc[0] for r in runs}
     colours = dict(zip(runs, _colours(len(runs))))
@@ -707,20 +721,26 @@ def returns_figure(frame: pd.DataFrame) -> Figure:
     figure = new_figure(max(6.0, 1.0 + 0.75 * slot * len(SCOPES)), 4.6)
     ax = figure.add_subplot()
     ticks, tick_labels = [], []
+    boxes: set[Any] = set()  # the runs with a box somewhere (their legend key is a box, else a point)
     for s, scope in enumerate(SCOPES):
         for r_index, run in enumerate(runs):
             x = s * slot + r_index
             part = frame[(frame["run"] == run) & (frame["scope"] == scope)]
             values = part["return"].dropna().to_numpy()
-            if values.size:
+            boxed = values.size >= BOX_MIN_EPISODES
+            if boxed:
+                boxes.add(run)
                 box = ax.boxplot(values, positions=[x], widths=0.6, patch_artist=True, showfliers=False)
                 for patch in box["boxes"]:
                     patch.set(facecolor=(*colours[run][:3], 0.25), edgecolor=colours[run])
                 for key in ("whiskers", "caps", "medians"):
                     for line in box[key]:
                         line.set(color=colours[run])
+            if values.size:
                 offsets = np.linspace(-0.18, 0.18, values.size) if values.size > 1 else np.zeros(1)
-                ax.scatter(x + offsets, values, s=14, color=colours[run], zorder=3, edgecolors="white", linewidths=0.4)
+                size = 14 if boxed else 26  # without a box the points are the figure: larger
+                style = {"color": colours[run], "zorder": 3, "edgecolors": "white", "linewidths": 0.4}
+                ax.scatter(x + offsets, values, s=size, **style)
                 mean = part["scope_mean_return"].iloc[0]
                 low, high = part["ci95_low"].iloc[0], part["ci95_high"].iloc[0]
                 if pd.notna(mean):
@@ -737,7 +757,12 @@ def returns_figure(frame: pd.DataFrame) -> Figure:
     ax.set_ylabel("episode return (the run's reward)")
     ax.set_title("Episode returns per run and scenario", fontsize=11)
     ax.grid(axis="y", alpha=0.3)
-    handles: list[Any] = [Patch(facecolor=(*colours[r][:3], 0.25), edgecolor=colours[r]) for r in runs]
+    handles: list[Any] = [
+        Patch(facecolor=(*colours[r][:3], 0.25), edgecolor=colours[r])
+        if r in boxes
+        else Line2D([], [], marker="o", color=colours[r], linestyle="none", markersize=5)
+        for r in runs
+    ]
     handles.append(Line2D([], [], marker="D", color="black", linestyle="none", markersize=5))
     _legend_below(figure, handles, [*(labels[r] for r in runs), "mean, 95 % bootstrap interval"])
     return figure
@@ -939,8 +964,9 @@ def _returns_section(report: Report, runs: Sequence[RolloutRun]) -> None:
         report,
         returns_figure(frame),
         "episode_returns",
-        "Per-episode returns per run and scenario (box: quartiles; points: episodes; diamond and bar: the mean and "
-        "its 95 % bootstrap interval over episodes from results.json).",
+        "Per-episode returns per run and scenario (points: episodes; box: quartiles, drawn only where a run has "
+        f"at least {BOX_MIN_EPISODES} episodes in the scope, since quartiles of fewer say nothing the points do not; "
+        "diamond and bar: the mean and its 95 % bootstrap interval over episodes from results.json).",
         frame,
     )
 

@@ -353,6 +353,7 @@ def paper_comparison(results: Mapping[str, Any], scope: str = "all") -> pd.DataF
     table = paper.table_11()
     reference = paper.best_and_average(scope)
     models = [m for m in table if m != "Average"]
+    different = paper.incomparable(results.get("config", {}))
     rows = []
     for task, key, header, kind in TABLE_COLUMNS:
         value, ci = metric_entry(results, task, scope, key)
@@ -370,6 +371,9 @@ def paper_comparison(results: Mapping[str, Any], scope: str = "all") -> pd.DataF
                 "paper_best": best,
                 "paper_best_model": best_model,
                 "paper_average": average,
+                # scored otherwise than the paper (another BERTScore model, another judge): drawn hatched
+                "comparable": (task, key) not in different,
+                "not_comparable_because": different.get((task, key), ""),
             }
         )
     return pd.DataFrame(rows)
@@ -541,15 +545,27 @@ _BARS = (
     ("paper_best", "paper: best of 10 LLMs", PAPER_COLOUR),
     ("paper_average", "paper: their average", "#98df8a"),
 )
+# The run's bar of a column scored otherwise than the paper's: grey and hatched, so that no one reads it as a gap.
+_INCOMPARABLE = {"facecolor": "#d9d9d9", "edgecolor": "#1f77b4", "hatch": "///", "linewidth": 0.8}
+_INCOMPARABLE_KEY = "this run, not comparable (below)"
 
 
-def paper_figure(frame: pd.DataFrame, label: str) -> Figure:
+def _is_comparable(row: pd.Series) -> bool:
+    """A frame row's ``comparable`` (frames from before that column existed: comparable)."""
+    flag = row.get("comparable", True)
+    return True if flag is None or pd.isna(flag) else bool(flag)
+
+
+def paper_figure(frame: pd.DataFrame, label: str, demo: bool = False) -> Figure:
     """Small multiples by unit (the columns' units differ): per Table 5 column, this run with its interval, the
-    paper's best model and the ten models' average, Both scope."""
+    paper's best model and the ten models' average, Both scope. The run's bar of a column that was scored
+    otherwise than the paper's (``comparable`` False: another BERTScore model, another judge) is grey and hatched,
+    and a note under the panels says why; ``demo`` says in the title that the run is on the demo data."""
     sizes = [int((frame["kind"] == kind).sum()) for kind, *_ in _UNIT_PANELS]
     fig = new_figure(11.0, 4.4)
     axes = fig.subplots(1, len(_UNIT_PANELS), width_ratios=[max(n, 1) + 0.6 for n in sizes])
     width = 0.26
+    hatched = False
     for ax, (kind, title, scale, limits) in zip(axes, _UNIT_PANELS):
         part = frame[frame["kind"] == kind].reset_index(drop=True)
         for k, (column, _, colour) in enumerate(_BARS):
@@ -559,7 +575,11 @@ def paper_figure(frame: pd.DataFrame, label: str) -> Figure:
                 if value is None or pd.isna(value):
                     ax.text(x[i], limits[1] * 0.03, "not run", rotation=90, ha="center", va="bottom", fontsize=7)
                     continue
-                ax.bar(x[i], scale * value, width=width, color=colour)
+                if column == "value" and not _is_comparable(row):
+                    ax.bar(x[i], scale * value, width=width, **_INCOMPARABLE)
+                    hatched = True
+                else:
+                    ax.bar(x[i], scale * value, width=width, color=colour)
                 if column == "value" and row["ci95_low"] is not None and not pd.isna(row["ci95_low"]):
                     low, high = scale * row["ci95_low"], scale * row["ci95_high"]
                     ax.errorbar(
@@ -577,8 +597,14 @@ def paper_figure(frame: pd.DataFrame, label: str) -> Figure:
         ax.set_ylim(*limits)
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-    key(axes[-1], [(text, colour) for _, text, colour in _BARS], fontsize=8)
-    fig.suptitle(f"{label} (Both) next to the paper's best and average LLM (Table 5); † see the ITP note")
+    entries = [Patch(color=colour, label=text) for _, text, colour in _BARS]
+    if hatched:
+        entries.insert(1, Patch(label=_INCOMPARABLE_KEY, **_INCOMPARABLE))
+        reasons = dict.fromkeys(r for r in frame.get("not_comparable_because", pd.Series(dtype=str)) if r)
+        fig.supxlabel("Hatched: scored otherwise than the paper, not comparable — " + "; ".join(reasons), fontsize=8)
+    axes[-1].legend(handles=entries, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8)
+    data = " on the demo data" if demo else ""
+    fig.suptitle(f"{label}{data} (Both) next to the paper's best and average LLM (Table 5); † see the ITP note")
     return fig
 
 
@@ -616,13 +642,18 @@ def _overview(report: Report, run: Run) -> None:
     )
     if run.command:
         report.paragraph(f"Command: `{shlex.join(run.command)}`")
-    if str(config.get("data")) == "demo" or str(data.get("source", "")).endswith("rescue_demo.jsonl"):
+    if _on_demo(run):
         report.paragraph(
             "**Demo data**: the six synthetic conversations shipped with the package; the numbers show what the "
             "report looks like, they say nothing next to the paper's."
         )
     if not run.scored:
         report.paragraph(run.rerun_note() + " Skipped here: Fig. 4 and the example instances of the error analysis.")
+
+
+def _on_demo(run: Run) -> bool:
+    """Whether the run was made on the embedded demo data (``--data demo`` or the packaged file)."""
+    return str(run.config.get("data")) == "demo" or str(run.data.get("source", "")).endswith("rescue_demo.jsonl")
 
 
 def _table_section(report: Report, run: Run) -> None:
@@ -763,21 +794,20 @@ def _confusion_section(report: Report, run: Run) -> None:
 def _paper_section(report: Report, run: Run) -> None:
     report.heading("Next to the paper (Table 5)")
     frame = paper_comparison(run.results)
-    notes = [paper.ITP_NOTE]
-    config = run.config
-    if config.get("bertscore", True) and "distilbert" not in str(config.get("bertscore_model", "")):
-        notes.append(
-            f"BERTScore here uses `{config.get('bertscore_model')}`, the paper's DistilBERT: the values are not "
-            "comparable."
-        )
-    if config.get("vp_rubric") == "authors":
-        notes.append("VP Judge uses the authors' 0-6 rubric here, the paper's column a 1-5 scale.")
+    notes = [paper.ITP_NOTE, *_scoring_notes(run.config)]
+    hatched = not frame[~frame["comparable"] & frame["value"].notna()].empty
     report.figure(
-        paper_figure(frame, run.label),
+        paper_figure(frame, run.label, demo=_on_demo(run)),
         "paper_comparison",
         f"{run.label}, Both scope, one panel per unit, one group of bars per Table 5 column: this run with its 95 % "
         "interval, the best of the paper's ten LLMs (per column) and their average. † "
         + paper.ITP_NOTE
+        + (
+            " Grey hatched bars: columns this run scored otherwise than the paper (the note under the table says "
+            "how); their height is not comparable with the paper's bars."
+            if hatched
+            else ""
+        )
         + " Numbers: figures/paper_comparison.csv.",
         data=frame,
     )
@@ -787,6 +817,8 @@ def _paper_section(report: Report, run: Run) -> None:
         run_text = interval_cell(run.results, row.task, "all", row.metric, kind)
         missing = row.value is None or pd.isna(row.value)
         difference = "" if missing else format_value(row.value - row.paper_average, kind)
+        if not missing and not row.comparable:
+            difference = "not comparable ‡"
         marker = " †" if row.task == "itp" else ""
         rows.append(
             [
@@ -799,6 +831,26 @@ def _paper_section(report: Report, run: Run) -> None:
         )
     report.table(["Column", "This run [95 % CI]", "Paper best (model)", "Paper average", "Run − average"], rows)
     report.paragraph(" ".join(f"{'† ' if i == 0 else ''}{n}" for i, n in enumerate(notes)))
+
+
+def _scoring_notes(config: Mapping[str, Any]) -> list[str]:
+    """One sentence per way this run's BERTScore or judge differs from the paper's (the ‡ of the table)."""
+    different = paper.incomparable(config)
+    notes = []
+    if any(column in different for column in paper.BERTSCORE_COLUMNS):
+        notes.append(
+            f"‡ BERTScore here uses `{config.get('bertscore_model')}`, not the paper's DistilBERT "
+            f"(`{paper.PAPER_BERTSCORE}`, layer 5): its values are on another scale and not comparable with the "
+            "paper's BERTScore columns (hatched in the figure)."
+        )
+    if ("er", "s_er") in different:  # the judge is not the paper's (both judge columns)
+        notes.append(
+            f"‡ The judge here is `{config.get('judge_model')}`, not the paper's {paper.PAPER_JUDGE}, and the judge "
+            "prompt is ours: its scores are not comparable with the paper's judge columns (hatched in the figure)."
+        )
+    if config.get("judge_model") and config.get("vp_rubric") == "authors":
+        notes.append("‡ VP Judge uses the authors' 0-6 rubric here, the paper's column a 1-5 scale.")
+    return notes
 
 
 def _error_section(report: Report, run: Run) -> None:

@@ -851,7 +851,7 @@ class RescueEnv(InfoLevelSetting, gym.Env):
         shown = ", ".join(f"{k}={v:.2f}" for k, v in info["components"].items() if v is not None)
         return (
             f"--- {info['sample_id']} decision {info['decision'] + 1} after row {info['row']}\n{tail}\n"
-            f"gold:   {_describe(info['gold'])}\nchosen: {_describe(info['chosen'])}\n"
+            f"gold:   {_describe_gold(info['gold'])}\nchosen: {_describe_chosen(info['chosen'], info['gold'])}\n"
             f"reward {reward:.3f} ({shown})\n"
         )
 
@@ -939,11 +939,28 @@ def check_reset_options(options: Any) -> dict[str, Any]:
     return options
 
 
-def _describe(choice: dict[str, Any]) -> str:
+def _describe_gold(gold: dict[str, Any]) -> str:
+    """What the real therapist did after this row, in words: the release may annotate no target or no strategy
+    on a therapist row, which the render says rather than printing a bare ``?``."""
+    if not gold["intervene"]:
+        return "keep listening (the therapist did not speak next)"
+    target, strategy = gold["target"], gold["strategy"]
+    if not target and not strategy:
+        return "intervene (the therapist spoke next; no target or strategy annotated)"
+    shown = f"intervene -> {', '.join(target)}" if target else "intervene (no target annotated)"
+    return shown + (f" with {strategy}" if strategy else ", no strategy annotated")
+
+
+def _describe_chosen(choice: dict[str, Any], gold: dict[str, Any]) -> str:
+    """The policy's action; where the gold has no strategy, the chosen one is a filler the action space forces
+    (a strategy must be given) and is not scored, and the render says so, lest it read as a clinical choice."""
     if not choice["intervene"]:
         return "keep listening"
-    target = ", ".join(choice["target"]) if choice["target"] else "?"
-    return f"intervene -> {target} with {choice['strategy'] or '?'}"
+    target = ", ".join(choice["target"]) if choice["target"] else "nobody"
+    text = f"intervene -> {target} with {choice['strategy'] or 'an invalid strategy'}"
+    if gold["intervene"] and not gold["strategy"]:
+        text += " (no strategy annotated for the therapist here: not scored)"
+    return text
 
 
 __all__ = [
