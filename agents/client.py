@@ -3,32 +3,37 @@
 It wraps ``litellm.acompletion`` (so any litellm model string works: hosted providers, or ``openai/<name>`` with
 ``api_base`` for a local OpenAI-compatible server) and adds what a benchmark run needs:
 
-- **OpenAI-compatible endpoints** (``openai/<name>`` with an ``api_base``: vLLM, llama.cpp, a proxy ...) go through
-  litellm like every other model string: litellm stays the one way to reach a provider. The client turns on
-  litellm's own HTTP handler for ``openai/`` models (:data:`OPENAI_ROUTE_ENV`, unless the variable is set): the
-  same request and response transformations as its ``openai`` SDK route, about 30 % fewer function calls and
-  20-25 % less CPU per request (``scripts/bench_throughput.py`` prints both routes). Where it differs, the client
-  keeps the old behaviour: a 200 whose body is not JSON (an APIError with status 200 there) is retried, and a
-  missing ``OPENAI_API_KEY`` for OpenAI itself is reported before sending, as the SDK did (that handler sends no
-  organization header). litellm's ``aiohttp_openai/`` provider (less CPU still) is not used: it drops the
-  response's ``usage`` (tokens would read 0) and ignores the timeout. The documented logging switches
-  (``turn_off_message_logging``, ``disable_streaming_logging``, empty callbacks ...) save nothing measurable (the
-  first costs more: it redacts). A model litellm has no price for gets the price 0 (``litellm.register_model``),
-  which spares litellm a search of its price list on every request.
+- **Two routes.** An OpenAI-compatible endpoint (``openai/<name>`` with an ``api_base``: vLLM, llama.cpp, a proxy
+  ...) whose model litellm has no price for takes the **direct route** (:mod:`agents.openai_route`): the same JSON
+  body posted with aiohttp, the same ``openai`` exceptions on failure, a quarter of litellm's CPU per request and
+  no ``import litellm`` (4 s) at all. Everything else takes the **litellm route**: hosted providers, a model
+  litellm prices, the mock model, parameters litellm must convert; ``RESCUE_MODEL_ROUTE=litellm`` sends every
+  request there. On that route the client turns on litellm's own HTTP handler for ``openai/`` models
+  (:data:`OPENAI_ROUTE_ENV`, unless the variable is set): the same request and response transformations as its
+  ``openai`` SDK route, about 30 % fewer function calls and 20-25 % less CPU per request
+  (``scripts/bench_throughput.py`` prints every route). Where it differs, the client keeps the old behaviour: a
+  200 whose body is not JSON (an APIError with status 200 there) is retried, and a missing ``OPENAI_API_KEY`` for
+  OpenAI itself is reported before sending, as the SDK did (that handler sends no organization header).
+  litellm's ``aiohttp_openai/`` provider is not used: it drops the response's ``usage`` (tokens would read 0) and
+  ignores the timeout. The documented logging switches (``turn_off_message_logging``, empty callbacks ...) save
+  nothing measurable. A model litellm has no price for gets the price 0 (``litellm.register_model``), which spares
+  litellm a search of its price list on every request.
 - **Cost** is litellm's own ``response_cost`` (it prices every response once, in ``_hidden_params``); the client
-  does not price it a second time (``litellm.completion_cost`` is its fallback when that is missing).
+  does not price it a second time (``litellm.completion_cost`` is its fallback when that is missing). The direct
+  route's answers cost 0: it takes only models litellm has no price for.
 - **Concurrency limit**: an ``asyncio.Semaphore(max_connections)`` around each HTTP call (not around back-off
   sleeps), so many tasks can ``await client.complete(...)`` at once.
 - **Worker processes** (``workers=N``, ``--workers``): litellm spends 3-5 milliseconds of CPU on each request
-  (building it, parsing, pricing and logging the answer) on the event loop that sends it, so one process
-  saturates near 200-300 requests/s however many connections it has. With ``workers > 1`` the requests (retries
-  included) are sent by N worker processes, each a ``workers=1`` client with its share of ``max_connections`` and
-  its own event loop. They are ``multiprocessing`` processes of the forkserver start method whose server imports
-  litellm once (:meth:`LLMClient.start_workers` starts them on a thread, so that the import overlaps the caller's
-  own preparation): each worker is a fork of it, not an interpreter importing litellm for seconds. The parent
-  keeps the cache, the totals and this API, and hands each request to the least busy worker over a socket pair
-  (length-prefixed pickles, read by asyncio streams on both sides). Answers, retries and totals are those of one
-  process; a client with workers serves one event loop at a time (a new one starts new workers) and
+  (building it, parsing, pricing and logging the answer) on the event loop that sends it, so one process saturates
+  near 200-300 requests/s however many connections it has (the direct route, about 1 ms, needs no workers on 2
+  cores, where the server takes the other core; they remain for the litellm route). With ``workers > 1`` the
+  requests (retries included) are sent by N worker processes, each a ``workers=1`` client with its share of
+  ``max_connections`` and its own event loop. They are ``multiprocessing`` processes of the forkserver start method
+  whose server imports litellm once (:meth:`LLMClient.start_workers` starts them on a thread, so that the import
+  overlaps the caller's own preparation): each worker is a fork of it, not an interpreter importing litellm for
+  seconds. The parent keeps the cache, the totals and this API, and hands each request to the least busy worker over
+  a socket pair (length-prefixed pickles, read by asyncio streams on both sides). Answers, retries and totals are
+  those of one process; a client with workers serves one event loop at a time (a new one starts new workers) and
   :meth:`LLMClient.close` stops them (so does garbage collection).
 - **Retry policy**: litellm's own retries are off (``num_retries=0``); the client makes at most
   ``1 + max_retries`` attempts. It retries timeouts, rate limits (429), 408/409, server errors (5xx, which
@@ -102,6 +107,7 @@ from urllib.parse import urlparse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from agents.mock import LITELLM_MOCK_MODEL, is_mock, mock_responder
+from agents.openai_route import DirectRoute, route_setting, sendable, uses_direct_route
 
 __all__ = [
     "Completion",
@@ -112,6 +118,7 @@ __all__ = [
     "Usage",
     "check_env_name",
     "check_model_config",
+    "needs_litellm",
     "redact",
     "MAX_ERROR_CHARS",
     "NO_KEY",
@@ -320,10 +327,12 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return found
 
 
-def _litellm_types(*names: str) -> tuple[type, ...]:
-    litellm = _import_litellm()  # never a bare import: it would fetch litellm's cost map from the network
+def _openai_types(*names: str) -> tuple[type, ...]:
+    """The ``openai`` exception classes ``names``: litellm's exceptions subclass them (``litellm.Timeout`` is an
+    ``openai.APITimeoutError``, ...), so one test covers both routes without importing litellm (seconds)."""
+    import openai
 
-    return tuple(t for t in (getattr(litellm, n, None) for n in names) if isinstance(t, type))
+    return tuple(t for t in (getattr(openai, n, None) for n in names) if isinstance(t, type))
 
 
 def error_cause(exc: BaseException) -> Cause:
@@ -340,16 +349,21 @@ def error_cause(exc: BaseException) -> Cause:
     status = _status_code(exc)
     if any(isinstance(e, _MissingAPIKeyError) for e in chain) or any(m in text for m in _MISSING_CREDENTIALS):
         return "auth"
-    if status in (401, 403) or isinstance(exc, _litellm_types("AuthenticationError", "PermissionDeniedError")):
+    if status in (401, 403) or isinstance(exc, _openai_types("AuthenticationError", "PermissionDeniedError")):
         return "auth"
-    if status == 404 or isinstance(exc, _litellm_types("NotFoundError")) or "llm provider not provided" in text:
+    if status == 404 or isinstance(exc, _openai_types("NotFoundError")) or "llm provider not provided" in text:
         return "model"
-    timeouts = (TimeoutError, asyncio.TimeoutError, *_litellm_types("Timeout"))
-    if status == 408 or "openai.APITimeoutError" in names or any(isinstance(e, timeouts) for e in chain):
+    # A refused or unresolvable connection first: the openai SDK's aiohttp transport reports a refused connection
+    # as a connect *timeout* (httpx's ConnectTimeout, then APITimeoutError), with the refusal as its cause.
+    unreachable = any(isinstance(e, (ConnectionError, socket.gaierror)) for e in chain)
+    timeouts = (TimeoutError, asyncio.TimeoutError, *_openai_types("APITimeoutError"))
+    if not unreachable and (
+        status == 408 or "openai.APITimeoutError" in names or any(isinstance(e, timeouts) for e in chain)
+    ):
         return "timeout"
-    if names & _CONNECTION_TYPES or any(isinstance(e, (ConnectionError, socket.gaierror)) for e in chain):
+    if names & _CONNECTION_TYPES or unreachable:
         return "connection"
-    if status == 429 or isinstance(exc, _litellm_types("RateLimitError")):
+    if status == 429 or isinstance(exc, _openai_types("RateLimitError")):
         return "rate_limit"
     if _is_transient(exc, status):
         return "server"
@@ -363,14 +377,8 @@ def _is_transient(exc: BaseException, status: int | None) -> bool:
         # an answer whose body is not valid JSON: the SDK route reports it as a 500, litellm's own HTTP handler
         # as an APIError with the response's status, 200
         return True
-    retry_types = _litellm_types(
-        "Timeout",
-        "RateLimitError",
-        "APIConnectionError",
-        "InternalServerError",
-        "ServiceUnavailableError",
-        "BadGatewayError",
-    )
+    # litellm's ServiceUnavailableError and BadGatewayError are plain APIStatusErrors: their 503 and 502 count below
+    retry_types = _openai_types("APITimeoutError", "RateLimitError", "APIConnectionError", "InternalServerError")
     if retry_types and isinstance(exc, retry_types):
         return True
     try:
@@ -543,6 +551,12 @@ class LLMClient:
         self._pool: _WorkerPool | None = None
         self._priced = False
         self._provider: str | None = None  # litellm's provider of the model, once asked (``_openai_provider``)
+        # OpenAI-compatible endpoints without a litellm price: the openai SDK, without litellm (``openai_route``)
+        self._direct = (
+            DirectRoute(config.api_base, max_connections)
+            if mock_response is None and config.api_base and _direct_route(config)
+            else None
+        )
         if self.workers > 1 and callable(mock_response):
             try:
                 pickle.dumps(mock_response)
@@ -719,11 +733,14 @@ class LLMClient:
         """Attempt ``call`` per the retry policy: ``(response, None, attempts)`` or ``(None, last_error, attempts)``.
 
         Programming errors (not API errors) propagate."""
-        litellm = _import_litellm()
+        direct = self._direct if self._direct is not None and sendable(call) else None
         mocking = "mock_response" in call
-        if not mocking and self.config.api_base and not self._priced:
-            _price_unknown_as_free(litellm, self.config.model)
-            self._priced = True
+        if direct is None:
+            litellm = _import_litellm()
+            if not mocking and self.config.api_base and not self._priced:
+                _price_unknown_as_free(litellm, self.config.model)
+                self._priced = True
+        send = direct.create if direct is not None else lambda call: litellm.acompletion(**call)
         timeout = float(call["timeout"])
         attempt = 0
         while True:
@@ -734,8 +751,8 @@ class LLMClient:
                 if not mocking:
                     call["api_key"] = self._api_key()  # read at call time; lives only in this dict
                 async with self._semaphore():
-                    # litellm enforces ``timeout``; the outer bound only guards a hung transport.
-                    response = await _bounded(litellm.acompletion(**call), timeout * 1.5 + 5.0)
+                    # litellm (or the SDK) enforces ``timeout``; the outer bound only guards a hung transport.
+                    response = await _bounded(send(call), timeout * 1.5 + 5.0)
                 return response, None, attempt
             except Exception as exc:
                 if not (_is_api_error(exc) or isinstance(exc, _MissingAPIKeyError)):
@@ -758,9 +775,17 @@ class LLMClient:
                 call.pop("api_key", None)
 
     def _account(self, response: Any) -> tuple[str, int, int, float]:
-        text = response.choices[0].message.content
+        """Text, tokens and cost of a response: litellm's ``ModelResponse``, or the direct route's body (a dict:
+        no price, by that route's rule)."""
+        if isinstance(response, dict):
+            text = response["choices"][0]["message"].get("content")
+            cost = 0.0
+        else:
+            text = response.choices[0].message.content
+            cost = _cost(response)
         prompt_tokens, completion_tokens = _token_counts(response)
-        cost = _cost(response)
+        if not isinstance(text, str):
+            text = None
         self.usage.prompt_tokens += prompt_tokens
         self.usage.completion_tokens += completion_tokens
         self.usage.cost_usd += cost
@@ -893,6 +918,10 @@ def check_model_config(config: ModelConfig) -> None:
     no key, and a hosted provider's own variable is the probe's business."""
     if not config.model.strip():
         raise ModelSetupError("the model string is empty; pass --model", "model")
+    try:
+        route_setting()
+    except ValueError as exc:
+        raise ModelSetupError(str(exc), "setup") from None
     if is_mock(config.model):
         return
     if config.api_base is not None:
@@ -909,6 +938,20 @@ def check_model_config(config: ModelConfig) -> None:
             )
 
 
+def _direct_route(config: ModelConfig) -> bool:
+    """``openai_route.uses_direct_route``; a misspelt ``RESCUE_MODEL_ROUTE`` is litellm's route here (the probe's
+    ``check_model_config`` reports it in one line)."""
+    try:
+        return uses_direct_route(config.model, config.api_base)
+    except ValueError:
+        return False
+
+
+def needs_litellm(config: ModelConfig) -> bool:
+    """Whether a client for ``config`` imports litellm (the direct route does not): what ``evaluate`` preloads."""
+    return is_mock(config.model) or not (config.api_base and _direct_route(config))
+
+
 def _openai_key_set() -> bool:
     litellm = _import_litellm()
     return bool(os.environ.get("OPENAI_API_KEY") or litellm.api_key or litellm.openai_key)
@@ -919,7 +962,7 @@ class _MissingAPIKeyError(RuntimeError):
 
 
 def _token_counts(response: Any) -> tuple[int, int]:
-    usage = getattr(response, "usage", None)
+    usage = response.get("usage") if isinstance(response, dict) else getattr(response, "usage", None)
     if usage is None:
         return 0, 0
 
@@ -995,8 +1038,10 @@ async def _read_frame(reader: asyncio.StreamReader) -> Any:
     return pickle.loads(await reader.readexactly(size))
 
 
-def _worker_context() -> Any:
-    """``multiprocessing``'s forkserver context, its server preloading litellm (``spawn`` where there is none)."""
+def _worker_context(litellm: bool) -> Any:
+    """``multiprocessing``'s forkserver context, its server preloading litellm (``litellm``; else aiohttp
+    for the direct route), ``spawn`` where there is no forkserver. The server is one per process: the first
+    client's needs decide its preload."""
     global _context
     if _context is None:
         import multiprocessing
@@ -1007,7 +1052,7 @@ def _worker_context() -> Any:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             os.environ.setdefault(OPENAI_ROUTE_ENV, "true")
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["__main__", "agents.client", "litellm"])
+            context.set_forkserver_preload(["__main__", "agents.client", "litellm" if litellm else "aiohttp"])
         else:  # pragma: no cover - not on Linux
             context = multiprocessing.get_context("spawn")
         _context = context
@@ -1058,7 +1103,7 @@ class _WorkerPool:
     on a thread (the forkserver's first start waits for its import), so that the caller goes on meanwhile."""
 
     def __init__(self, spec: dict[str, Any], count: int, max_connections: int) -> None:
-        context = _worker_context()
+        context = _worker_context(needs_litellm(ModelConfig.model_validate(spec["config"])))
         environment = dict(os.environ)  # a fork of the server has the server's environment: it gets the caller's
         self.processes: list[_Worker] = []
         self.sockets: list[socket.socket] = []
@@ -1160,7 +1205,8 @@ def _worker_main(sock: socket.socket, spec: dict[str, Any]) -> None:
     already), then serve requests until the socket closes."""
     os.environ.clear()
     os.environ.update(spec.pop("environment"))
-    _import_litellm()
+    if needs_litellm(ModelConfig.model_validate(spec["config"])):
+        _import_litellm()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_worker_loop(sock, spec))
 

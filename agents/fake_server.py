@@ -135,7 +135,9 @@ class FakeOpenAIServer:
     """OpenAI-compatible chat server on ``127.0.0.1:<ephemeral port>``; use as a context manager or start/stop.
 
     ``requests`` holds every chat request body received (in arrival order), ``request_count`` their number,
-    ``max_in_flight`` the most chat requests handled at the same time.
+    ``max_in_flight`` the most chat requests handled at the same time. ``record=False`` (the benchmarks' server
+    process) keeps only the count: a server that keeps every body of a long benchmark grows to hundreds of MB,
+    and its garbage collections slow every later measurement down.
     """
 
     def __init__(
@@ -147,6 +149,7 @@ class FakeOpenAIServer:
         expected_api_key: str | None = None,
         model_name: str = "fake",
         known_models: Sequence[str] | None = None,
+        record: bool = True,
     ) -> None:
         if latency < 0:
             raise ValueError("latency must be >= 0")
@@ -157,6 +160,8 @@ class FakeOpenAIServer:
         self.model_name = model_name
         self.known_models = frozenset(known_models) if known_models is not None else None
         self.requests: list[dict] = []
+        self.record = record
+        self._count = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -249,7 +254,7 @@ class FakeOpenAIServer:
     @property
     def request_count(self) -> int:
         with self._lock:
-            return len(self.requests)
+            return self._count
 
     # -- HTTP ----------------------------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -350,8 +355,10 @@ class FakeOpenAIServer:
     # -- internals -----------------------------------------------------------------------------------------
     def _record(self, body: dict) -> int:
         with self._lock:
-            self.requests.append(body)
-            return len(self.requests) - 1
+            if self.record:
+                self.requests.append(body)
+            self._count += 1
+            return self._count - 1
 
     def _fault_for(self, index: int, body: dict) -> Fault | None:
         if callable(self.faults):
@@ -413,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Local OpenAI-compatible server for rescue-env tests.")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
     args = parser.parse_args(argv)
-    with FakeOpenAIServer(example_responder, latency=args.latency) as server:
+    with FakeOpenAIServer(example_responder, latency=args.latency, record=False) as server:
         print(server.base_url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()

@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,6 +125,10 @@ class AgentReply:
     cached: bool = False
 
 
+FLUSH_SECONDS = 0.5
+"""How often ``RunStore.write`` flushes the predictions log (the most of a killed run's answers lost)."""
+
+
 class RunStore:
     """``predictions.jsonl`` as an append-only log (last record per instance wins)."""
 
@@ -132,6 +136,8 @@ class RunStore:
         self.directory = directory
         self.path = directory / "predictions.jsonl"
         self.records: dict[str, dict[str, Any]] = {}
+        self._out: TextIO | None = None
+        self._flushed = time.monotonic()
         if self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -146,11 +152,24 @@ class RunStore:
         return record is None or str(record.get("failure") or "").startswith(API_FAILURE)
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
-        with self.path.open("a", encoding="utf-8") as out:
-            for record in records:
-                self.records[record["instance_id"]] = record
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            out.flush()
+        """Append ``records``. The log stays open between writes and is flushed to the OS at most every
+        ``FLUSH_SECONDS`` (and at ``close``): opening it per batch and flushing per batch cost a third of a
+        millisecond per request (``scripts/bench_throughput.py``). A run killed outright loses at most the last
+        ``FLUSH_SECONDS`` of answers, which a resumed run asks again."""
+        if self._out is None or self._out.closed:
+            self._out = self.path.open("a", encoding="utf-8")
+        for record in records:
+            self.records[record["instance_id"]] = record
+        self._out.write("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+        now = time.monotonic()
+        if now - self._flushed >= FLUSH_SECONDS:
+            self._out.flush()
+            self._flushed = now
+
+    def close(self) -> None:
+        out, self._out = self._out, None
+        if out is not None:
+            out.close()
 
     def annotate(self, records: Iterable[dict[str, Any]]) -> None:
         """Replace records in memory (the scoring pass); ``compact`` writes them."""
@@ -160,6 +179,7 @@ class RunStore:
     def compact(self, order: Sequence[str]) -> None:
         """Rewrite the log with one record per instance, in instance order (atomic); records outside ``order``
         (another invocation's ``--tasks`` in the same directory) follow, as they were: answers are never lost."""
+        self.close()
         temporary = self.path.with_suffix(".jsonl.tmp")
         planned = set(order)
         others = [key for key in self.records if key not in planned]
@@ -211,6 +231,8 @@ class Evaluation(ModelRun):
         self.samples = {s.sample_id: s for s in self.dataset}
         self._client = None
         self._judge_client = None
+        self.store: RunStore | None = None
+        self._windows: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self.scoring_changes: dict[str, tuple[Any, Any]] = {}
 
     @functools.cached_property
@@ -363,6 +385,17 @@ class Evaluation(ModelRun):
             cached=completion.cached,
         )
 
+    def _window(self) -> asyncio.Semaphore:
+        """The places of the requests under way at once, over every task: twice the connections (one waiting to be
+        sent for each in flight). Starting every batch at once instead built every prompt first (a second or two
+        of CPU before the first request went out) and left thousands of tasks waiting on the client's semaphore,
+        whose ``acquire`` scans its waiters in Python 3.11 (``scripts/bench_throughput.py``)."""
+        loop = asyncio.get_running_loop()
+        held = self._windows
+        if held is None or held[0] is not loop:
+            held = self._windows = (loop, asyncio.Semaphore(2 * self.max_connections))
+        return held[1]
+
     def _unfinished_batches(self, task: ModuleType, instances: list[Instance], store: RunStore) -> list[list[Instance]]:
         """The batches of the whole plan (``make_batches`` over every instance of the task, so a resumed run forms
         exactly the batches of an uninterrupted one) that hold an instance still to answer: each is asked again
@@ -403,7 +436,8 @@ class Evaluation(ModelRun):
             reply = await self._ask(batch, messages, agent)
             return batch, reply, hashed
 
-        async with contextlib.aclosing(_as_completed([one(b) for b in batches])) as results:
+        # Started as places in the window free up, so that prompts are built as the requests go out
+        async with contextlib.aclosing(_as_completed((one(b) for b in batches), self._window())) as results:
             async for batch, reply, hashed in results:
                 if reply.text is None:
                     predictions = [
@@ -515,7 +549,9 @@ class Evaluation(ModelRun):
             self.close()
 
     def close(self) -> None:
-        """Stop the model clients' worker processes (if any)."""
+        """Flush and close the predictions log, stop the model clients' worker processes (if any)."""
+        if self.store is not None:
+            self.store.close()
         for client in (self._client, self._judge_client):
             if client is not None:
                 client.close()
@@ -775,17 +811,49 @@ async def _all_or_none(coroutines: Sequence[Any]) -> list[Any]:
         raise
 
 
-async def _as_completed(coroutines: Sequence[Any]):
+async def _as_completed(coroutines: Iterable[Any], window: asyncio.Semaphore | None = None):
     """Results in completion order; the coroutines not finished when the consumer stops (an exception, e.g. the
-    failure budget) are cancelled and awaited, so nothing keeps calling the model."""
-    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    failure budget) are cancelled and awaited, so nothing keeps calling the model. With a ``window`` (shared by
+    callers), a coroutine is started only when it has a place (taken before it is created, given back when it
+    ends): at most its size run at once, the rest are not begun."""
+    if window is None:
+        tasks = [asyncio.ensure_future(c) for c in coroutines]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                yield await next_done
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return
+    source = iter(coroutines)
+    running: set[asyncio.Future] = set()
+    exhausted = False
     try:
-        for next_done in asyncio.as_completed(tasks):
-            yield await next_done
+        while True:
+            # start what the window allows; with nothing of ours running, wait for a place (others give theirs back)
+            while not exhausted and not (running and window.locked()):
+                await window.acquire()
+                coroutine = next(source, None)
+                if coroutine is None:
+                    window.release()
+                    exhausted = True
+                    break
+                task = asyncio.ensure_future(coroutine)
+                task.add_done_callback(lambda _: window.release())
+                running.add(task)
+            if not running:
+                return
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                yield task.result()
     finally:
-        for task in tasks:
+        for task in running:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()  # a generator of coroutines: those never created are never begun
 
 
 def run_evaluation(config: EvalConfig, output: str | Path, **kwargs: Any) -> dict[str, Any]:

@@ -995,12 +995,26 @@ def _cmd_tasks_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def _needs_litellm(model: str, api_base: str | None) -> bool:
+    """Whether the client of ``model`` imports litellm (``agents.client.needs_litellm``); True when the config is
+    invalid (the run reports that itself)."""
+    from agents.client import ModelConfig, needs_litellm
+
+    try:
+        return needs_litellm(ModelConfig(model=model, api_base=api_base))
+    except ValueError:
+        return True
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from agents.client import ModelSetupError, preload_litellm
 
-    calls_models = args.agent in (None, "litellm") and args.model or args.judge_model
-    if calls_models and args.workers == 1 and not args.dry_run:
-        preload_litellm()  # `import litellm` (seconds) on a thread, while the data loads and the instances build
+    models = [(args.model, args.api_base)] if args.agent in (None, "litellm") and args.model else []
+    models += [(args.judge_model, args.judge_api_base)] if args.judge_model else []
+    if any(_needs_litellm(model, base) for model, base in models) and args.workers == 1 and not args.dry_run:
+        # `import litellm` (seconds) on a thread, while the data loads and the instances build; not for a model
+        # on the direct route (agents.openai_route), which never imports it
+        preload_litellm()
     from benchmarks.failures import ErrorTally, FailureBudgetExceeded
     from benchmarks.registry import parse_task_list
     from benchmarks.results import results_table

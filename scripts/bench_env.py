@@ -24,7 +24,9 @@ the reference ``CartPole-v1``) is built with ``gym.make`` or ``gym.make_vec(...,
 - ``native vector``: ``RescueSim-v1``'s native vector env (``gym.make_vec(..., vectorization_mode=
   "vector_entry_point")``, with its ``text`` observation and with ``text=False``) against Gymnasium's own
   ``CartPoleVectorEnv`` at the same ``num_envs`` (--native, 0 to skip), both timed in turn in one process, best of
-  --repeat runs of --native-steps vector steps after a warm-up run of as many (target >= 0.1x).
+  --repeat runs of --native-steps vector steps after a warm-up run of as many (target >= 0.1x); with numba
+  installed (the env's compiled step), the numpy step (``compiled=False``) beside it. ``--ids CartPole-v1`` measures
+  only the reference in the table above, e.g. for the native figure alone.
 
 --profile ID prints a cProfile of ID's single-env loop (own time of the top functions) after the table.
 """
@@ -192,6 +194,8 @@ def measure_native(data: str, sizes: list[int], steps: int, repeat: int) -> dict
             "text": _native(NATIVE_ID, data, num_envs),
             "no_text": _native(NATIVE_ID, data, num_envs, text=False),
         }
+        if getattr(envs["no_text"].unwrapped, "compiled", False):  # numba installed: the numpy step beside it
+            envs["no_text_numpy"] = _native(NATIVE_ID, data, num_envs, text=False, compiled=False)
         actions = {}
         for key, env in envs.items():
             env.reset(seed=0)
@@ -274,7 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20_000, help="env-steps per measurement")
     parser.add_argument("--repeat", type=int, default=3, help="measurements per figure (the best is kept)")
     parser.add_argument("--vector", type=int, default=4, help="sub-envs under make_vec (0: skip)")
-    parser.add_argument("--ids", nargs="+", default=list(IDS), choices=IDS)
+    parser.add_argument(
+        "--ids",
+        nargs="+",
+        default=list(IDS),
+        choices=(*IDS, REFERENCE),
+        help=f"ids to measure ({REFERENCE} alone: only the reference, e.g. for the native figure)",
+    )
     baseline = Path("/tmp/baseline")
     parser.add_argument("--baseline", type=Path, default=baseline if baseline.is_dir() else None)
     parser.add_argument("--no-baseline", dest="baseline", action="store_const", const=None)
@@ -292,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 1 or args.repeat < 1 or args.vector < 0 or args.native_steps < 1:
         parser.error("--steps, --repeat and --native-steps must be >= 1, --vector >= 0")
     args.native = [n for n in args.native if n > 0]
+    args.ids = [i for i in args.ids if i != REFERENCE]  # the reference is always measured
     global clock
     clock = CLOCKS[args.clock]
     if args.worker:
@@ -300,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {args.data} not found\n")
 
     common = ["--data", args.data, "--steps", str(args.steps), "--repeat", str(args.repeat)]
-    common += ["--vector", str(args.vector), "--clock", args.clock, "--ids", *args.ids]
+    common += ["--vector", str(args.vector), "--clock", args.clock, "--ids", *(args.ids or [REFERENCE])]
     roots = {"new": None} | ({"old": args.baseline} if args.baseline else {})
     figures = {label: _subprocess(root, common) for label, root in roots.items()}
     native: dict = {}
@@ -361,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
             ratio = _ratio(new, env_id, key) if "error" not in new else None
             if key in keys and ratio is not None:
                 verdicts.append(f"{env_id} {key} {ratio:.2f}x {'met' if ratio >= target else 'NOT met'}")
-    print(f"targets (single >= {TARGETS['single']}x, vec >= {TARGETS['vec']}x): " + "; ".join(verdicts))
+    if verdicts:
+        print(f"targets (single >= {TARGETS['single']}x, vec >= {TARGETS['vec']}x): " + "; ".join(verdicts))
     if args.first_pass_figures:
         slow = [i for i in args.ids if passes["new"].get(i, {}).get("pass_s", 0.0) > 1.0]
         print(f"first pass <= 1 s: {'met' if not slow else 'NOT met for ' + ', '.join(slow)}")
@@ -380,16 +392,20 @@ def _print_native(native: dict, args: argparse.Namespace) -> None:
     if "error" in native:
         print(f"  {native['error']}")
         return
-    print(f"  {'num_envs':>8} {'CartPole-v1':>14} {NATIVE_ID:>22} {NATIVE_ID + ' text=False':>28}")
+    labels = {"text": "", "no_text": " text=False", "no_text_numpy": " text=False compiled=False"}
+    keys = [key for key in labels if any(key in row for row in native.values())]
+    width = max(len(NATIVE_ID + labels[k]) for k in keys) + 2
+    print(f"  {'num_envs':>8} {'CartPole-v1':>24}" + "".join(f"{NATIVE_ID + labels[k]:>{width}}" for k in keys))
+    print(f"  {'':>8} {'env-steps/s (ms/step)':>24}" + f"{'env-steps/s (ms/step, ratio)':>{width}}" * len(keys))
     verdicts = []
     for num_envs, row in native.items():
-        cells = [f"{row['reference']:14,.0f}"]
-        for key in ("text", "no_text"):
+        ms = {key: 1000.0 * int(num_envs) / rate for key, rate in row.items()}  # per vector step
+        cells = [f"{row['reference']:14,.0f} ({ms['reference']:6.3f})"]
+        for key in keys:
             ratio = row[key] / row["reference"]
-            cells.append(f"{row[key]:14,.0f} ({ratio:5.3f}x)")
-            label = "" if key == "text" else " text=False"
-            verdicts.append(f"N={num_envs}{label} {ratio:.3f}x {'met' if ratio >= NATIVE_TARGET else 'NOT met'}")
-        print(f"  {num_envs:>8} {cells[0]} {cells[1]:>22} {cells[2]:>28}")
+            cells.append(f"{row[key]:12,.0f} ({ms[key]:6.3f}, {ratio:5.3f}x)")
+            verdicts.append(f"N={num_envs}{labels[key]} {ratio:.3f}x {'met' if ratio >= NATIVE_TARGET else 'NOT met'}")
+        print(f"  {num_envs:>8} {cells[0]:>24}" + "".join(f"{cell:>{width}}" for cell in cells[1:]))
     print(f"native target (>= {NATIVE_TARGET}x CartPoleVectorEnv): " + "; ".join(verdicts))
 
 

@@ -5,17 +5,20 @@ Against the local OpenAI-compatible server (``agents.fake_server``, in a process
 1. start-up: ``import litellm`` in a fresh interpreter, next to ``python -c pass``;
 2. requests/s at saturation (C_max connections) and CPU per request of: plain aiohttp (the server alone: what
    it sustains, the limit every other row is a ratio to; measured first and last, their mean), plain httpx,
-   litellm's ``acompletion`` alone on its openai SDK route and on its own HTTP handler (the one the harness
-   uses: ``EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER``), the harness client (``agents.client.LLMClient``, one
-   process), and the harness client with ``--workers`` processes (requests/s only: the CPU is the workers');
+   the harness's direct route alone (``agents.openai_route.DirectRoute``: aiohttp and the ``openai`` exceptions),
+   litellm's ``acompletion`` alone on its openai SDK route and on its own HTTP handler (the one the harness's
+   litellm route uses: ``EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER``), the harness client
+   (``agents.client.LLMClient``, one process) on its direct route and on its litellm route
+   (``RESCUE_MODEL_ROUTE=litellm``), and the harness client with ``--workers`` processes (requests/s only: the
+   CPU is the workers');
 3. the whole ``rescue-bench evaluate`` process (a subprocess, timed as a user times it, start-up included) on the
    four ranked tasks (ITP, RPP, STP, SSP) of the release, or of the demo data when the release is absent, at each
    connection count (``--no-bertscore --bootstrap 0``: the requests are what is measured; the bootstrap has its
    own benchmark, ``scripts/bench_scoring.py``): wall time, the ideal (requests x L / connections) and the ratio,
    and with ``--baseline DIR`` the same run of an older checkout against the same server; then runs at the
    middle connection count split into where the time goes (start-up and imports, loading, building instances,
-   probe (which waits for litellm's import), requests (prompts are built as they are sent), scoring, writing),
-   one of them in one process without the background ``import litellm`` (what the overlap saves); and the
+   probe, requests (prompts are built as they are sent), scoring, writing), and the same run on the litellm route
+   (``RESCUE_MODEL_ROUTE=litellm``: its probe waits for the background ``import litellm``); and the
    ``--model mock`` route (litellm's ``mock_response``, with litellm's ``mock_delay`` = L: no server);
 4. the same for ``rescue-bench rollout`` (an LLM therapist on ``Rescue-v0``): its ideal is
    max(sum of steps x L / connections, the longest episode's steps x L), since an episode's steps are sequential.
@@ -111,6 +114,15 @@ async def saturate(kind: str, base_url: str, requests: int, connections: int, wo
                 response.raise_for_status()
                 await response.json()
 
+    elif kind == "direct":
+        from agents.openai_route import DirectRoute
+
+        route = DirectRoute(base_url, connections)
+        request = {"model": "openai/fake", "messages": MESSAGES, "timeout": 120.0, "api_key": "sk-no-key"}
+
+        async def call(i: int) -> None:
+            await route.create(request)
+
     elif kind in ("litellm", "litellm-sdk"):
         from agents.client import OPENAI_ROUTE_ENV, _import_litellm
 
@@ -128,9 +140,11 @@ async def saturate(kind: str, base_url: str, requests: int, connections: int, wo
                 model="openai/fake", messages=MESSAGES, api_base=base_url, api_key="sk-no-key", num_retries=0
             )
 
-    else:  # the harness client
+    else:  # the harness client ("harness": its direct route, "harness-litellm": its litellm route)
         from agents.client import LLMClient, ModelConfig
+        from agents.openai_route import ROUTE_ENV
 
+        os.environ[ROUTE_ENV] = "litellm" if kind == "harness-litellm" else "auto"
         client = LLMClient(
             ModelConfig(model="openai/fake", api_base=base_url), max_connections=connections, workers=workers
         )
@@ -154,8 +168,9 @@ async def saturate(kind: str, base_url: str, requests: int, connections: int, wo
         closed = close()
         if asyncio.iscoroutine(closed):
             await closed
-    if kind == "harness":
+    if kind.startswith("harness"):
         client.close()
+        os.environ.pop(ROUTE_ENV, None)
     return requests / wall, 1000 * cpu / requests
 
 
@@ -192,7 +207,7 @@ def timed(owner, name, label, is_async=False):
     setattr(owner, name, wrapper)
 timed(cli, "load_dataset", "loading the data")
 timed(runner.Evaluation, "instances", "building instances")
-timed(runner.Evaluation, "probe", "probe (waits for litellm's import)", True)
+timed(runner.Evaluation, "probe", "probe (on the litellm route: waits for its import)", True)
 timed(runner.Evaluation, "_predict", "requests (prompts built as sent)", True)
 timed(results, "score_plan", "scoring")
 timed(runner.RunStore, "compact", "writing")
@@ -213,18 +228,21 @@ def _span(found: dict | None, prefix: str) -> tuple[float, float]:
 
 
 def run_cli(
-    argv: list[str], phases: bool = False, code: Path | None = None, preload: bool = True
+    argv: list[str], phases: bool = False, code: Path | None = None, route: str = "auto"
 ) -> tuple[float, dict | None]:
     """Wall seconds of ``rescue-bench ARGV`` in a subprocess (and its phases when asked); ``code``: run another
-    checkout of the project instead (e.g. an unchanged copy, for the old figures); ``preload=False``: without
-    the background ``import litellm`` of ``evaluate`` (the figure it saves)."""
+    checkout of the project instead (e.g. an unchanged copy, for the old figures); ``route``:
+    ``RESCUE_MODEL_ROUTE`` (``litellm``: the route the harness took before its direct one)."""
+    from agents.openai_route import ROUTE_ENV
+
     started = time.time()
     if phases:
-        script = PHASES if preload else PHASES.replace(NO_PRELOAD_AT, NO_PRELOAD_AT + NO_PRELOAD)
-        command = [sys.executable, "-c", script, repr(started), *argv]
+        command = [sys.executable, "-c", PHASES, repr(started), *argv]
     else:
         command = [sys.executable, "-m", "rescue_env.cli", *argv]
-    env = None if code is None else {**os.environ, "PYTHONPATH": str(code)}
+    env = {**os.environ, ROUTE_ENV: route}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     done = subprocess.run(command, capture_output=True, text=True, cwd=code or ROOT, env=env)
     wall = time.time() - started
     if done.returncode != 0:
@@ -234,10 +252,6 @@ def run_cli(
         if line.startswith("PHASES "):
             found = json.loads(line.removeprefix("PHASES "))
     return wall, found
-
-
-NO_PRELOAD_AT = "import rescue_env.cli as cli\n"
-NO_PRELOAD = "import agents.client\nagents.client.preload_litellm = lambda: None\n"
 
 
 def show_phases(found: dict, wall: float) -> list[str]:
@@ -350,9 +364,11 @@ def main(argv: list[str] | None = None) -> int:
             rows = [
                 ("plain aiohttp (the server alone), before", "aiohttp", 1),
                 ("plain httpx", "httpx", 1),
+                ("the direct route alone (aiohttp)", "direct", 1),
                 ("litellm.acompletion, its openai SDK route", "litellm-sdk", 1),
                 ("litellm.acompletion, its own HTTP handler", "litellm", 1),
                 ("harness client, 1 process", "harness", 1),
+                ("harness client, 1 process, litellm route", "harness-litellm", 1),
                 (f"harness client, {many} worker processes", "harness", many),
                 ("plain aiohttp (the server alone), after", "aiohttp", 1),
             ]
@@ -366,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {'client':44s} {'requests/s':>10s} {'x aiohttp':>9s}  CPU/request in this process")
             for label, kind, workers, rate, cpu in measured:
                 cpu_text = f"{cpu:5.2f} ms" if workers == 1 else "(in the workers)"
-                target = "  (target >= 0.5x)" if kind == "harness" else ""
+                target = "  (target >= 0.5x)" if kind == "harness" and workers == 1 else ""
                 print(f"  {label:44s} {rate:10.0f} {rate / limit:8.2f}x  {cpu_text}{target}")
             print(f"  (the limit, plain aiohttp: the mean of before and after, {limit:,.0f} requests/s)")
 
@@ -400,13 +416,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 for line in show_phases(found or {}, wall):
                     print(line)
-            out = scratch / "evaluate-no-overlap"
+            out = scratch / "evaluate-litellm-route"
             wall_plain, found = run_cli(
-                evaluate_argv(args.data, base_url, middle, 1, args.limit, out), phases=True, preload=False
+                evaluate_argv(args.data, base_url, middle, 1, args.limit, out), phases=True, route="litellm"
             )
             print(
-                f"  the same, --workers 1, with `import litellm` not overlapped (no background import): "
-                f"{wall_plain:.2f} s, {wall_plain / ideal:.2f}x ideal; probe waits "
+                f"  the same, --workers 1, on the litellm route (RESCUE_MODEL_ROUTE=litellm; `import litellm` on a "
+                f"thread): {wall_plain:.2f} s, {wall_plain / ideal:.2f}x ideal; its probe waits "
                 f"{_span(found, 'probe')[1] - _span(found, 'probe')[0]:.2f} s"
             )
 

@@ -25,6 +25,7 @@ from agents.client import (
 )
 from agents.fake_server import DEFAULT_REPLY, GARBAGE_REPLY, FakeOpenAIServer, Fault
 from agents.mock import MOCK_MODEL, is_mock, mock_responder
+from agents.openai_route import ROUTE_ENV
 
 SECRET = "sk-test-SECRET123"
 MESSAGES = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "content": "How are you feeling?"}]
@@ -32,6 +33,14 @@ MESSAGES = [{"role": "system", "content": "Answer in JSON."}, {"role": "user", "
 
 def run(coro):
     return asyncio.run(coro)
+
+
+@pytest.fixture(autouse=True, params=["direct", "litellm"])
+def route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test on both routes of an OpenAI-compatible endpoint (``agents.openai_route``): the openai SDK
+    (``openai/fake`` has no litellm price) and litellm (``RESCUE_MODEL_ROUTE=litellm``)."""
+    monkeypatch.setenv(ROUTE_ENV, "auto" if request.param == "direct" else "litellm")
+    return request.param
 
 
 def local_client(server: FakeOpenAIServer, **kwargs) -> LLMClient:
@@ -185,9 +194,10 @@ def test_fake_server_routes_and_bounded_stop() -> None:
 # through litellm against the local server
 
 
-def test_local_server_answer_through_litellm() -> None:
+def test_local_server_answer(route: str) -> None:
     with FakeOpenAIServer(lambda body: f"echo: {body['messages'][-1]['content']}") as server:
         client = local_client(server, max_tokens=32)
+        assert (client._direct is not None) == (route == "direct")
         out = run(client.complete(MESSAGES, temperature=0.3))
     assert out == Completion(
         text="echo: How are you feeling?", prompt_tokens=out.prompt_tokens, completion_tokens=5, attempts=1

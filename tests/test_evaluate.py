@@ -404,7 +404,9 @@ def test_failure_budget_stops_the_run_then_the_same_command_resumes(tmp_path: Pa
         assert lines[2].startswith("  3x InternalServerError: ") and "(injected fault)" in lines[2]
         assert len(lines) == 4 and lines[3].startswith("error: stopped: 3 failed model calls, more than the 2")
         assert "--max-failures 20% (of 10 planned requests)" in lines[3] and "re-run the same command" in lines[3]
-        assert server.request_count == 4  # the probe and 3 calls: the run did stop
+        # the probe and 3 calls, and at most the one call that the 3rd's freed connection had let go before its
+        # failure was counted: the run did stop
+        assert server.request_count in (4, 5)
         assert (out_dir / "config.json").is_file() and not (out_dir / "results.json").exists()
         run_info = json.loads((out_dir / "run.json").read_text())
         assert run_info["stopped_at_failure_budget"] and run_info["failed_calls"] == 3

@@ -14,6 +14,7 @@ from gymnasium.vector.utils import batch_space
 
 import rescue_env  # noqa: F401  (registers the ids)
 from rescue_env.dynamics import batch as B
+from rescue_env.dynamics import batch_compiled as BC
 from rescue_env.dynamics.behaviour import features as behaviour_features
 from rescue_env.dynamics.outcome import DISTRESS_FEATURES, PATTERNS, SupportAction, support_action
 from rescue_env.dynamics.outcome_v1 import BLOCKS, History, OutcomeModelV1, block_names
@@ -544,3 +545,162 @@ def test_vector_kinds_by_hand() -> None:
     a = B.supports(np.array([True, True, True, True, True]), recipients, np.zeros(5, dtype=np.int64),
                    np.array([3, 3, 4, 3, 3]))  # fmt: skip
     assert a.kind.tolist() == [0, 1, 2, 3, -1] and a.speaks.tolist() == [True] * 4 + [False]
+
+
+# ----- the step's bookkeeping (issue 27's speed-up) against the plain computations it replaced -------------------
+
+
+def test_draws_fill_the_used_cells_in_turn() -> None:
+    # One call per draw; cell j of every session, then cell j + 1 (a boolean mask's row-major fill), unused cells 0.
+    envs = _vec(7)
+    envs.reset(seed=3)
+    for _ in range(5):  # sessions of two and four participants, some reset on the way
+        envs.step(envs.action_space.sample())
+    W, cells = envs.width, envs._c.cells
+    for normal in (True, False):
+        for rows in (None, np.array([1, 4, 5])):
+            clone = np.random.Generator(np.random.PCG64())
+            clone.bit_generator.state = envs.np_random.bit_generator.state
+            got = envs._draw(normal, rows)
+            count = cells if rows is None else cells[rows]
+            expected = np.zeros((W + 1, count.size))
+            numbers = clone.standard_normal(int(count.sum())) if normal else clone.random(int(count.sum()))
+            expected[:-1][np.arange(W)[:, None] < count] = numbers
+            assert np.array_equal(got, expected)
+            assert envs.np_random.bit_generator.state == clone.bit_generator.state  # the same amount drawn
+
+
+def test_stance_is_each_cell_at_its_place() -> None:
+    envs = _vec(6, text=False)
+    envs.reset(seed=1)
+    for _ in range(4):
+        envs.step(envs.action_space.sample())
+    c, N, m, P = envs._c, envs.num_envs, envs.slots, envs.env.max_participants
+    readings = np.random.default_rng(0).random((envs.width + 1, N))
+    readings[-1] = 0.0  # the cell of zeros
+    layout = envs._layout()
+    stance = np.zeros((N, P, P), dtype=np.float32)
+    stance.ravel()[layout.stance_to] = readings.ravel()[layout.stance_from]
+    expected = np.zeros((N, P, P), dtype=np.float32)
+    expected[:, :m, :m] = readings.ravel()[c.cell_map.transpose(2, 0, 1) * N + np.arange(N)[:, None, None]]
+    assert np.array_equal(stance, expected)
+
+
+def test_sessions_stay_views_of_their_packs() -> None:
+    # settle writes in place, so that a reset stays one copy per dtype (Arrays.packed)
+    envs = _vec(5, max_steps=3)
+    envs.reset(seed=0)
+    for _ in range(8):
+        envs.step(envs.action_space.sample())
+    packs = envs._s._packs
+    for name in ("distress_raw", "emotion_row", "g_raw", "viewpoint_row", "row", "last_speaker"):
+        value = getattr(envs._s, name)
+        assert np.shares_memory(value, packs[value.dtype]), name
+
+
+def test_placement_copies_columns() -> None:
+    rng = np.random.default_rng(2)
+    table, out = rng.random((5, 9)), np.zeros((5, 12))
+    rows, index = np.array([0, 3, 11]), np.array([8, 0, 8])
+    B.Placement(rows, index, 12, 9, most=7).copy(out, table)
+    expected = np.zeros((5, 12))
+    expected[:, rows] = table[:, index]
+    assert np.array_equal(out, expected)
+
+
+def test_others_max_by_hand() -> None:
+    # columns: distinct values; a tie at the top; all zero; alone (the others are absent slots, 0)
+    d = np.array([[0.2, 0.7, 0.0, 0.6], [0.9, 0.7, 0.0, 0.0], [0.5, 0.1, 0.0, 0.0]])
+    out = np.empty_like(d)
+    B.others_max(d, out)
+    assert out.tolist() == [[0.9, 0.7, 0.0, 0.0], [0.5, 0.7, 0.0, 0.6], [0.9, 0.7, 0.0, 0.6]]
+    one = np.array([[0.4, 0.0]])
+    B.others_max(one, out[:1, :2])
+    assert out[0, :2].tolist() == [0.0, 0.0]
+
+
+def test_logit_batch_is_logit_head(single: RescueSimEnvV1) -> None:
+    # scikit-learn's binary form, a full softmax, one class, and classes the vocabulary has but the head lacks
+    from rescue_env.dynamics.behaviour import KINDS, LogitHead
+
+    rng = np.random.default_rng(4)
+    x = rng.random((9, 20))
+    lone = LogitHead(classes=["evoke"], coef=[[0.0] * 9], intercept=[0.0], C=1.0, n=3)
+    partial = LogitHead(classes=["join", "track", "reframe"], coef=rng.normal(0, 1, (3, 9)).tolist(),
+                        intercept=[0.1, -0.2, 0.3], C=1.0, n=30)  # fmt: skip
+    model = single.behaviour
+    for head, vocabulary in ((model.speaks, ("0", "1")), (model.kind, KINDS),
+                             (model.strategy, ALL_STRATEGY_KEYS), (lone, ALL_STRATEGY_KEYS),
+                             (partial, ALL_STRATEGY_KEYS)):  # fmt: skip
+        got = B.LogitBatch(head, vocabulary).probabilities(x)
+        for k in range(x.shape[1]):
+            reference = head.probabilities(x[:, k])
+            expected = [reference.get(name, 0.0) for name in vocabulary]
+            np.testing.assert_allclose(got[:, k], expected, rtol=0, atol=1e-15)
+
+
+def test_negative_actions_are_refused() -> None:
+    envs = _vec(2)
+    envs.reset(seed=0)
+    bad = _fixed(2)
+    bad["strategy"] = np.array([0, -1])
+    with pytest.raises(ValueError, match=r"outside \[0, 11\): -1 \.\. 0"):
+        envs.step(bad)
+
+
+# ----- the compiled step (optional: numba) against the numpy step ------------------------------------------------
+
+
+def _native_trace(kernel, steps: int, **kwargs) -> list[tuple]:
+    """60 steps of 24 sessions of the native env, its compiled step replaced by ``kernel`` (None: the numpy step)."""
+    envs = RescueSimVectorEnvV1(num_envs=24, compiled=False, **kwargs)
+    envs._kernel = kernel
+    if kernel is not None:
+        envs._models = BC.CompiledModels.of(envs.f1, envs.slots)
+    out = [envs.reset(seed=9)]
+    envs.action_space.seed(10)
+    out += [envs.step(envs.action_space.sample()) for _ in range(steps)]
+    return out
+
+
+def _same_traces(a: list[tuple], b: list[tuple]) -> None:
+    for x, y in zip(a, b):
+        _same_observation(x[0], y[0])
+        if len(x) == 5:
+            np.testing.assert_allclose(x[1], y[1], rtol=0, atol=1e-12)
+            assert np.array_equal(x[3], y[3])
+        _close_info(x[-1], y[-1])
+
+
+def test_the_step_loop_is_the_numpy_step(single: RescueSimEnvV1) -> None:
+    # batch.advance_loop as plain Python (what numba compiles), every candidate block, two members, on few steps
+    model = _every_block_model(single.outcome_model, np.random.default_rng(8))
+    kwargs = {"data": "demo", "dynamics": model, "behaviour": single.behaviour, "beta": single.beta,
+              "ensemble": "member", "effect_scale": 0.7}  # fmt: skip
+    _same_traces(_native_trace(None, 12, **kwargs), _native_trace(BC.advance_loop, 12, **kwargs))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"ensemble": "member", "split": "test"}, {"outcome": "mean", "perception_noise": 0.0},
+     {"effect_scale": 0.5, "kappa": 0.1, "max_steps": 7, "autoreset_mode": "same_step"}, "every block"],
+    ids=["default", "member-test", "mean-noiseless", "scale-kappa-same-step", "every-block"],
+)  # fmt: skip
+def test_the_compiled_step_is_the_numpy_step(single: RescueSimEnvV1, kwargs) -> None:
+    pytest.importorskip("numba")
+    if kwargs == "every block":
+        model = _every_block_model(single.outcome_model, np.random.default_rng(8))
+        kwargs = {"dynamics": model, "behaviour": single.behaviour, "beta": single.beta, "ensemble": "member"}
+    kernel = BC.compiled_advance()
+    _same_traces(_native_trace(None, 60, data="demo", **kwargs), _native_trace(kernel, 60, data="demo", **kwargs))
+
+
+def test_compiled_is_chosen_and_refused_as_asked() -> None:
+    assert not _vec(2, compiled=False).compiled
+    assert not _vec(2, penalty=0.5).compiled  # the penalty's ensemble spread is the numpy path's
+    if importlib.util.find_spec("numba") is None:
+        assert not _vec(2).compiled
+        with pytest.raises(ValueError, match="numba"):
+            _vec(2, compiled=True)
+    else:
+        assert _vec(2).compiled and _vec(2, compiled=True).compiled

@@ -19,6 +19,7 @@ from rescue_env.dynamics.batch import (
     BehaviourBatch,
     F1Batch,
     Fixed,
+    Placement,
     Recent,
     Sessions,
     Supports,
@@ -31,7 +32,8 @@ from rescue_env.dynamics.batch import (
     stack,
     supports,
 )
-from rescue_env.dynamics.behaviour import SINCE_CAP
+from rescue_env.dynamics.batch_compiled import CompiledModels, compiled_advance
+from rescue_env.dynamics.behaviour import SINCE_CAP, UNIFORM_MIX
 from rescue_env.dynamics.outcome_v1 import HISTORY
 from rescue_env.dynamics.simulation import describe_participant
 from rescue_env.envs.replay import check_reset_options
@@ -110,10 +112,13 @@ class RescueSimVectorEnvV1(VectorEnv):
     ## Arguments
 
     ``num_envs``; ``autoreset_mode`` (``NEXT_STEP`` default, ``SAME_STEP``; or ``"next_step"``, ``"same_step"``);
-    ``text`` (True: the ``text`` observation, as ``RescueSim-v1``); every argument of ``RescueSimEnvV1`` except
-    ``render_mode`` (not rendered) and ``info_level="full"`` (its details are per session: use
-    ``vectorization_mode="sync"``). ``reset(options={"sample_id": ID})`` starts every session from conversation
-    ID, ``{"sample_id": [ID, ...]}`` (``num_envs`` of them) each from its own.
+    ``text`` (True: the ``text`` observation, as ``RescueSim-v1``); ``compiled`` (None: F's point, F1, pi_b, the
+    speakers and the refreshes by ``batch_compiled.advance_loop`` compiled with numba when numba is installed, else
+    numpy; True: numba required; False: numpy; never with ``penalty``, whose ensemble spread is numpy's; the two
+    agree to about 1e-15, the draws are the same); every argument of ``RescueSimEnvV1`` except ``render_mode`` (not
+    rendered) and ``info_level="full"`` (its details are per session: use ``vectorization_mode="sync"``).
+    ``reset(options={"sample_id": ID})`` starts every session from conversation ID, ``{"sample_id": [ID, ...]}``
+    (``num_envs`` of them) each from its own.
 
     >>> import gymnasium as gym, rescue_env
     >>> envs = gym.make_vec("RescueSim-v1", num_envs=8, vectorization_mode="vector_entry_point")
@@ -121,10 +126,21 @@ class RescueSimVectorEnvV1(VectorEnv):
     >>> observations["distress"].shape, len(observations["text"])
     ((8, 6), 8)
 
+    ## Speed
+
+    ``scripts/bench_env.py --native 1024 256`` times a step against Gymnasium's ``CartPoleVectorEnv`` (target 0.1x
+    its env-steps/s). About a fifth of a step at N = 1024 is the random numbers (two draws of n + n x n normals per
+    session: the single env's contract); the rest is the numpy step (``rescue_env.dynamics.batch``), the compiled
+    loop, the resets (about N / 18 sessions a step on the release) and the infos. ``text=True`` adds the words,
+    looked up per session in Python.
+
     ## Version History
 
     * v1, native vector env (issue 27): the sessions of ``RescueSim-v1`` (``RescueSimEnvV1``), batched; what a
       session observes, is rewarded and how its episodes end do not change, so the id stays ``RescueSim-v1``.
+    * ``compiled`` (issue 27): the step compiled with numba when it is installed (``rescue-env[fast]``): the same
+      draws in the same order, the same observations, rewards within about 1e-15 of the numpy step (tested), so
+      the id and the RNG contract stay.
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -134,6 +150,7 @@ class RescueSimVectorEnvV1(VectorEnv):
         num_envs: int = 1,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         text: bool = True,
+        compiled: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
@@ -157,8 +174,17 @@ class RescueSimVectorEnvV1(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.f1 = F1Batch(self.env.outcome_model)
         self.pi_b = BehaviourBatch(self.env.behaviour)
+        # the compiled step (``batch_compiled.advance_loop``): with numba, unless asked not to; not with the uncertainty
+        # penalty (its ensemble spread is the numpy path's)
+        kernel = compiled_advance() if compiled is not False else None
+        if compiled and kernel is None:
+            raise ValueError("compiled=True needs numba (pip install -e '.[fast]'); compiled=None uses it if installed")
+        self._kernel = kernel if not self.env.penalty else None
+        self.compiled = self._kernel is not None
         self._build_tables()
         self._allocate()
+        if self._kernel is not None:
+            self._models = CompiledModels.of(self.f1, self.slots)
 
     # ----- the episodes, as tables (one row per start) ----------------------------------------------------------
 
@@ -173,21 +199,26 @@ class RescueSimVectorEnvV1(VectorEnv):
         t, f = self._sessions0, self._fixed0
         m, K = f.present.shape[0], f.pair.shape[0]
         self.slots, self.pair_slots, self.width = m, K, m + m * m
-        self._cells0 = _cells_table(f, self.width).packed()
+        # packed (``Arrays.packed``): a reset copies each table's columns with one copy per dtype
+        self._cells0 = _cells_table(f, self.width, P).packed()
         self._fixed0 = f = f.packed()
+        self._sessions0 = t = t.packed()
+        self._pack_rows = max(table.pack_rows() for table in (self._cells0, self._fixed0, self._sessions0))
         limits = [len(e.rows) if env.max_steps is None else min(len(e.rows), env.max_steps) for e in episodes]
         self._limit0 = np.array(limits, dtype=np.int64)
         # an age is at most the latest row clock: the opening's end plus two rows per step
         self.ages = Ages(env.dynamics.state, int((t.row + 2 * self._limit0).max()) + 1)
         # what a session observes that its episode fixes (copied per session at a reset)
-        self._observed0 = {
-            "scenario": np.array([e.scenario_index for e in episodes], dtype=np.int64),
+        self._scenario0 = np.array([e.scenario_index for e in episodes], dtype=np.int64)
+        masks = {
             "participants": np.array([e.present for e in episodes], dtype=np.int8).reshape(S, P),
             "target_mask": np.array([e.target_mask for e in episodes], dtype=np.int8).reshape(S, P + 1),
             "strategy_mask": np.array([e.strategy_mask for e in episodes], dtype=np.int8),
         }
-        self._absent0 = self._observed0["participants"] == 0
-        self._contexts0 = [e.context for e in episodes]
+        self._masks0 = np.hstack(list(masks.values()))  # one row per episode, the three masks side by side
+        ends = np.cumsum([mask.shape[1] for mask in masks.values()])
+        self._mask_columns = {key: slice(end - mask.shape[1], end) for (key, mask), end in zip(masks.items(), ends)}
+        self._contexts0 = np.array([e.context for e in episodes], dtype=object)
         self._sample_ids = np.array([e.sample_id for e in episodes], dtype=object)
         self._scenarios = np.array([e.scenario for e in episodes], dtype=object)
         self._index = {e.sample_id: k for k, e in enumerate(episodes)}
@@ -198,48 +229,58 @@ class RescueSimVectorEnvV1(VectorEnv):
         self._sentences: dict[int, str] = {}
 
     def _allocate(self) -> None:
-        N, m = self.num_envs, self.slots
+        N, m, P = self.num_envs, self.slots, self.env.max_participants
         self._s = Sessions.zeros_like(self._sessions0, N)
         self._f = Fixed.zeros_like(self._fixed0, N)
         self._f.n[:] = 1  # read as one participant until the first reset
         self._c = Cells.zeros_like(self._cells0, N)
-        self._stance_at = np.zeros((N, m, m), dtype=np.int64)  # flat index of i's view of j in a (W + 1, N) draw
-        self._observed = {key: np.zeros((N, *table.shape[1:]), table.dtype) for key, table in self._observed0.items()}
+        self._columns = np.arange(N)
+        self._scenario = np.zeros(N, dtype=np.int64)
+        self._masks = np.zeros((N, self._masks0.shape[1]), dtype=np.int8)
+        self._observed = {key: self._masks[:, columns] for key, columns in self._mask_columns.items()}  # views
+        self._absent = np.zeros((N, P), dtype=bool)  # the slots where no one sits (their action bits are counted)
         self._episode = np.zeros(N, dtype=np.int64)
         self._limit = np.ones(N, dtype=np.int64)
-        self._steps = np.zeros(N, dtype=np.int64)
-        self._interventions = np.zeros(N, dtype=np.int64)
-        self._since = np.full(N, SINCE_CAP, dtype=np.int64)
+        # what an episode counts, zeroed by a reset as one block each: steps, interventions, decision points since
+        # the therapist last spoke (``SINCE_CAP`` at a reset); the return, discounted return, Eq. 14's and log pi_b's
+        # sums
+        self._counts = np.zeros((3, N), dtype=np.int64)
+        self._steps, self._interventions, self._since = self._counts
+        self._since[:] = SINCE_CAP
+        self._sums = np.zeros((4, N))
+        self._return, self._discounted, self._group_sum, self._log_pi_sum = self._sums
         self._ring_speaks = np.zeros((HISTORY, N), dtype=bool)
         self._ring_supported = np.zeros((HISTORY, m, N), dtype=bool)
-        self._return = np.zeros(N)
-        self._discounted = np.zeros(N)
-        self._group_sum = np.zeros(N)
-        self._log_pi_sum = np.zeros(N)
+        # the flat index of participant i of session s in a (m, N) array (the rings' rows are such arrays)
+        self._slot_at = np.arange(m)[:, None] * N + self._columns
         self._heads: int | np.ndarray = np.zeros(N, dtype=np.int64) if self.env.ensemble == "member" else 0
         self._member = np.full(N, -1, dtype=np.int64)
-        self._contexts: list[str] = [""] * N
-        self._used: np.ndarray | None = None
+        self._contexts = np.full(N, "", dtype=object)
+        self._used: Layout | None = None  # the cells' ``Layout``, per set of episodes
         self._autoreset = np.zeros(N, dtype=bool)
         self._started = False
 
     # ----- random numbers in the single env's layout ------------------------------------------------------------
 
+    def _layout(self, rows: np.ndarray | None = None) -> Layout:
+        """``Layout`` of every session's cells (``rows``: of those), found once per set of episodes (``_start``
+        forgets it)."""
+        if rows is not None:
+            return Layout.of(self._c.used[:, rows], self._c.stance_to[:, rows], self.env.max_participants)
+        if self._used is None:
+            self._used = Layout.of(self._c.used, self._c.stance_to, self.env.max_participants)
+        return self._used
+
     def _draw(self, normal: bool, rows: np.ndarray | None = None) -> np.ndarray:
-        """(W, k): one call of n + n x n numbers per session (``rows``: of those), as ``RescueSimEnvV1`` draws them
-        for F1's noise, the refreshes and the perception (distress of slots 0 .. n-1, then G row-major), put in
-        cell-major order: cell j of session s at ``[j, s]`` (unused cells 0). A boolean mask fills row by row, so
-        with one session the numbers are the single env's, in its order; with more, the sessions take turns cell
-        by cell."""
-        cells = self._c.cells if rows is None else self._c.cells[rows]
-        used = self._used if rows is None else None
-        if used is None:
-            used = np.arange(self.width)[:, None] < cells
-            if rows is None:
-                self._used = used
+        """(W + 1, k): one call of n + n x n numbers per session (``rows``: of those), as ``RescueSimEnvV1`` draws
+        them for F1's noise, the refreshes and the perception (distress of slots 0 .. n-1, then G row-major), put in
+        cell-major order: cell j of session s at ``[j, s]`` (unused cells 0), and a last row of zeros (``Cells``'
+        "none"). The cells are filled in row-major order (cell j of every session, then cell j + 1), so with one
+        session the numbers are the single env's, in its order; with more, the sessions take turns cell by cell."""
+        layout = self._layout(rows)
         draw = self.np_random.standard_normal if normal else self.np_random.random
-        out = np.zeros((used.shape[0] + 1, used.shape[1]))  # and a row of zeros (``Cells``' "none")
-        out[:-1][used] = draw(int(cells.sum()))
+        out = np.zeros((self.width + 1, self.num_envs if rows is None else rows.size))
+        out.ravel()[layout.used] = draw(layout.count)
         return out
 
     def _pairs_of(self, numbers: np.ndarray) -> np.ndarray:
@@ -314,58 +355,101 @@ class RescueSimVectorEnvV1(VectorEnv):
             value = np.asarray(actions[key])
             if value.shape != shape or value.dtype.kind not in "iub":
                 raise ValueError(f"actions[{key!r}] must be integers of shape {shape}, got {value.dtype} {value.shape}")
-            if value.size and (value.min() < 0 or value.max() >= high):
+            value = value.astype(np.int64)
+            # one pass for both bounds: a negative value, read unsigned, is above any bound
+            if value.size and value.view(np.uint64).max() >= high:
                 raise ValueError(f"actions[{key!r}] outside [0, {high}): {value.min()} .. {value.max()}")
-            out.append(value.astype(np.int64))
+            out.append(value)
         intervene, bits, strategy = out
-        return intervene == 1, bits == 1, strategy
+        return intervene.astype(bool), bits.astype(bool), strategy
 
     def _advance(self, intervene: np.ndarray, bits: np.ndarray, strategy: np.ndarray):
         """Every session one step on (``RescueSimEnvV1.step``): the reward and the step's info terms."""
-        env, s, f = self.env, self._s, self._f
-        N, m, P = self.num_envs, self.slots, env.max_participants
-        rows = np.arange(N)
+        env, f = self.env, self._f
+        m, P = self.slots, env.max_participants
+        columns = self._columns
         # decode (``replay.decode_action``): the group bit = everyone; bits of absent slots ignored and counted; a
         # strategy outside the scenario's taxonomy is none (-1), counted
-        absent = (bits[:, :P] & (self._observed["participants"] == 0)).any(axis=1)
+        absent = (bits[:, :P] & self._absent).any(axis=1)
         recipients = np.where(bits[:, P], f.present, bits[:, :m].T & f.present)
-        valid = f.valid[strategy, rows]
+        valid = f.valid[strategy, columns]
         a: Supports = supports(intervene, recipients, np.where(valid, strategy, -1), f.n)
         h = Recent(self._ring_speaks.sum(axis=0) / HISTORY, self._ring_supported.sum(axis=0) / HISTORY)
-        # the behaviour prior and F1 read the state before the step
-        log_pi = self.pi_b.log_prob(behaviour_features(s, f, h.speaks, self._since), s, f, a)
-        p = point(s, f, self.ages)
-        d_next = self.f1.distress(p, f, a, h, self._heads, env.effect_scale)
-        g_next = self.f1.viewpoint(p, f, a, env.effect_scale)
-        uncertainty = self.f1.spread(p, f, a, h) if env.penalty else np.zeros(N)
-        rng = self.np_random
-        if env.outcome == "sample":  # OutcomeModelV1.sample: the heads' residual sd, n then n x n normals
-            z = self._draw(normal=True)
-            d_next = d_next + self.f1.sigma[self._heads] * z[:m]
-            g_next = g_next + self.f1.sigma_g * self._pairs_of(z)
-        d_next, g_next = np.clip(d_next, 0.0, 1.0), np.clip(g_next, 0.0, 1.0)
-        replies = np.zeros(N, dtype=bool)
-        replies[a.speaks] = rng.random(int(a.speaks.sum())) < env.rates.reply_recipient
-        speaker = next_speakers(f, a.supported, replies, rng.random(N))
-        u = self._draw(normal=False)
-        settle(s, f, d_next, g_next, a.speaks, intervene, speaker, u[:m], self._pairs_of(u))
-        # the therapist's last decisions (F1's History, pi_b's features)
+        if self._kernel is not None:
+            log_pi, group, uncertainty = self._dynamics_compiled(intervene, a, h)
+        else:
+            log_pi, group, uncertainty = self._dynamics(intervene, a, h)
+        # the therapist's last decisions (F1's History, pi_b's features), at each session's place in the rings
         slot = self._steps % HISTORY
-        self._ring_speaks[slot, rows] = a.speaks
-        self._ring_supported[slot, :, rows] = a.supported.T
-        self._since = np.where(a.speaks, 0, np.minimum(self._since + 1, SINCE_CAP))
+        self._ring_speaks.ravel()[slot * self.num_envs + columns] = a.speaks
+        self._ring_supported.ravel()[slot * (m * self.num_envs) + self._slot_at] = a.supported
+        self._since[...] = np.where(a.speaks, 0, np.minimum(self._since + 1, SINCE_CAP))
         discount = env.gamma ** self._steps.astype(np.float64)
         self._steps += 1
         self._interventions += intervene
-        group = objective(s.distress_raw, s.g_raw, f, env.dynamics.state.tension_weight, env.lam)
-        group = group - env.kappa * intervene
-        reward = group + env.beta * log_pi - env.penalty * uncertainty
+        group -= env.kappa * intervene
+        reward = group + env.beta * log_pi
+        if env.penalty:
+            reward -= env.penalty * uncertainty
         self._return += reward
         self._discounted += reward * discount
         self._group_sum += group
         self._log_pi_sum += log_pi
         n_invalid = absent.astype(np.int64) + ~valid
         return reward, {"n_invalid": n_invalid, "group": group, "log_pi_b": log_pi}
+
+    def _dynamics(self, intervene: np.ndarray, a: Supports, h: Recent):
+        """(log pi_b, Eq. 14, F1's uncertainty) of the step, the sessions moved on (F1's draw, the next speakers,
+        the refreshes): the reference, in numpy (``rescue_env.dynamics.batch``)."""
+        env, s, f = self.env, self._s, self._f
+        m = self.slots
+        # the behaviour prior and F1 read the state before the step
+        log_pi = self.pi_b.log_prob(behaviour_features(s, f, h.speaks, self._since), s, f, a)
+        p = point(s, f, self.ages)
+        d_next = self.f1.distress(p, f, a, h, self._heads, env.effect_scale)
+        g_next = self.f1.viewpoint(p, f, a, env.effect_scale)
+        uncertainty = self.f1.spread(p, f, a, h) if env.penalty else 0.0
+        rng = self.np_random
+        if env.outcome == "sample":  # OutcomeModelV1.sample: the heads' residual sd, n then n x n normals
+            z = self._draw(normal=True)
+            d_next += self.f1.sigma[self._heads] * z[:m]
+            g_next += self.f1.sigma_g * self._pairs_of(z)
+        np.clip(d_next, 0.0, 1.0, out=d_next)
+        np.clip(g_next, 0.0, 1.0, out=g_next)
+        replies = np.zeros(self.num_envs, dtype=bool)
+        replies[a.speaks] = rng.random(int(a.speaks.sum())) < env.rates.reply_recipient
+        speaker = next_speakers(f, a.supported, replies, rng.random(self.num_envs))
+        u = self._draw(normal=False)
+        settle(s, f, d_next, g_next, a.speaks, intervene, speaker, u[:m], self._pairs_of(u))
+        group = objective(s.distress_raw, s.g_raw, f, env.dynamics.state.tension_weight, env.lam)
+        return log_pi, group, uncertainty
+
+    def _dynamics_compiled(self, intervene: np.ndarray, a: Supports, h: Recent):
+        """``_dynamics`` by the compiled loop (``batch_compiled.advance_loop``): the same draws in the same order, made
+        here, then one call (no uncertainty: the penalty's spread is the numpy path's)."""
+        env, s, f, models, rng = self.env, self._s, self._f, self._models, self.np_random
+        N = self.num_envs
+        sample = env.outcome == "sample"
+        z = self._draw(normal=True) if sample else None
+        replies = np.zeros(N, dtype=bool)
+        replies[a.speaks] = rng.random(int(a.speaks.sum())) < env.rates.reply_recipient
+        speaker_uniform = rng.random(N)
+        u = self._draw(normal=False)
+        heads = self._heads if isinstance(self._heads, np.ndarray) else np.full(N, self._heads, dtype=np.int64)
+        weights = self.pi_b.weights(behaviour_features(s, f, h.speaks, self._since))
+        log_pi, group = np.empty(N), np.empty(N)
+        self._kernel(
+            s.distress_raw, s.emotion_row, s.g_raw, s.viewpoint_row, s.row, s.last_speaker,
+            f.n, f.source, f.target, f.reverse, f.family, f.pattern, f.weights, f.p_emotion, f.p_pair,
+            f.per_person, f.per_other, f.per_pair, f.valid_count, f.speaker_cdf, f.offered, f.kinds_offered,
+            f.kind_base, self._c.pair_cell,
+            intervene, a.speaks, a.supported, a.kind, a.strategy, h.speaks, h.supported, weights, heads,
+            self.ages.table, self.ages.never, u if z is None else z, replies, speaker_uniform, u, sample,
+            float(env.effect_scale), float(env.dynamics.state.tension_weight), float(env.lam),
+            models.intercept, models.state, models.scalars, *models.groups, models.sigma, models.pair,
+            models.e_scalars, *models.e_groups, models.kind_sizes, UNIFORM_MIX, log_pi, group,
+        )  # fmt: skip
+        return log_pi, group, 0.0
 
     def _present_slots(self) -> np.ndarray:
         return self._observed["participants"] == 1
@@ -386,24 +470,22 @@ class RescueSimVectorEnvV1(VectorEnv):
         return np.array([self._index[i] for i in ids], dtype=np.int64)
 
     def _start(self, rows: np.ndarray, index: np.ndarray) -> None:
-        self._s.assign(rows, self._sessions0, index)
-        self._f.assign(rows, self._fixed0, index)
-        self._f.reindex(rows)
-        self._c.assign(rows, self._cells0, index)
-        self._c.reindex(rows)
-        N = self.num_envs
-        self._stance_at[rows] = self._c.cell_map[..., rows].transpose(2, 0, 1) * N + rows[:, None, None]
-        for key, table in self._observed0.items():
-            self._observed[key][rows] = table[index]
+        place = Placement(rows, index, self.num_envs, len(self.episodes), self._pack_rows)
+        self._s.assign(rows, self._sessions0, index, place)
+        self._f.assign(rows, self._fixed0, index, place)
+        self._f.reindex()
+        self._c.assign(rows, self._cells0, index, place)
+        self._c.reindex()
+        self._scenario[rows] = self._scenario0[index]
+        self._masks[rows] = self._masks0[index]
+        self._absent[rows] = self._observed["participants"][rows] == 0
         self._episode[rows] = index
         self._limit[rows] = self._limit0[index]
-        for name in ("_steps", "_interventions", "_return", "_discounted", "_group_sum", "_log_pi_sum"):
-            getattr(self, name)[rows] = 0
-        self._since[rows] = SINCE_CAP
+        self._counts[:, rows] = [[0], [0], [SINCE_CAP]]
+        self._sums[:, rows] = 0.0
         self._ring_speaks[:, rows] = False
         self._ring_supported[..., rows] = False
-        for row, k in zip(rows.tolist(), index.tolist()):
-            self._contexts[row] = self._contexts0[k]
+        self._contexts[rows] = self._contexts0[index]
         self._used = None  # the participants per session changed
 
     def _draw_members(self, rows: np.ndarray) -> None:
@@ -429,26 +511,24 @@ class RescueSimVectorEnvV1(VectorEnv):
         values[:m] = s.distress_raw[:, select]
         if rows is None:
             values.ravel()[c.pair_at] = s.g_raw
-            stance_at = self._stance_at
         else:
-            columns = np.arange(k)
-            values[c.pair_cell[:, rows], columns] = s.g_raw[:, rows]
-            stance_at = c.cell_map[..., rows].transpose(2, 0, 1) * k + columns[:, None, None]
+            values[c.pair_cell[:, rows], np.arange(k)] = s.g_raw[:, rows]
         noise = env.perception_noise
         readings = perceive(values, noise, self._draw(normal=True, rows=rows) if noise > 0 else None)
         seen_d = np.where(f.present[:, select], readings[:m], 0.0)
-        seen_g = readings.ravel()[stance_at]  # (k, m, m): i's view of j; the diagonal and absent slots 0
         distress = np.zeros((k, P), dtype=np.float32)
         distress[:, :m] = seen_d.T
+        # each stance cell's reading to its place (i's view of j); the diagonal and absent slots stay 0
+        layout = self._layout(rows)
         stance = np.zeros((k, P, P), dtype=np.float32)
-        stance[:, :m, :m] = seen_g
+        stance.ravel()[layout.stance_to] = readings.ravel()[layout.stance_from]
         episode = self._episode[select]
         last = s.last_speaker[select]
         observation: dict[str, Any] = {
-            "context": tuple(self._contexts) if rows is None else tuple(self._contexts[r] for r in rows.tolist()),
+            "context": tuple(self._contexts[select].tolist()),
         }
         if self.text:
-            observation["text"] = self._words(episode, readings[:-1], seen_d, seen_g, select)
+            observation["text"] = self._words(episode, readings, seen_d, select)
         elapsed = np.empty((k, 2), dtype=np.float32)
         elapsed[:, 0], elapsed[:, 1] = self._steps[select], self._interventions[select]
         observed = self._observed
@@ -456,7 +536,7 @@ class RescueSimVectorEnvV1(VectorEnv):
             distress=distress,
             stance=stance,
             elapsed=elapsed,
-            scenario=observed["scenario"][select].copy(),
+            scenario=self._scenario[select].copy(),
             participants=observed["participants"][select].copy(),
             last_speaker=np.where(last < 0, P + 2, last),
             target_mask=observed["target_mask"][select].copy(),
@@ -464,15 +544,13 @@ class RescueSimVectorEnvV1(VectorEnv):
         )
         return observation
 
-    def _words(
-        self, episode: np.ndarray, readings: np.ndarray, seen_d: np.ndarray, seen_g: np.ndarray, select: Any
-    ) -> tuple[str, ...]:
+    def _words(self, episode: np.ndarray, readings: np.ndarray, seen_d: np.ndarray, select: Any) -> tuple[str, ...]:
         """``describe_levels`` of each session's readings, looked up by (episode, readings): the words depend on
         a distress reading's tenth and a stance's band only (three: ``simulation.STANCE_WORDS``), so keys recur; a
         new key's text is built from its participants' sentences (``describe_participant``), each looked up by
-        (episode, slot, the participant's readings)."""
+        (episode, slot, the participant's readings). ``readings``: the (W + 1, k) perceived cells."""
         c = self._c
-        tenths = np.rint(readings * 10.0).astype(np.int64)
+        tenths = np.rint(readings[:-1] * 10.0).astype(np.int64)
         digits = np.where(c.is_level[:, select], tenths, (tenths >= 4) * 1 + (tenths >= 7))  # < .35, < .65, else
         if self._text_code:
             keys = ((digits * c.place[:, select]).sum(axis=0) + episode * c.span[select]).tolist()
@@ -481,19 +559,25 @@ class RescueSimVectorEnvV1(VectorEnv):
         cache = self._texts
         get = cache.get
         texts = [get(key) for key in keys]
-        if None in texts:
+        missing = [k for k, found in enumerate(texts) if found is None]
+        if missing:
             if len(cache) >= TEXT_CACHE:
                 cache.clear()
             if len(self._sentences) >= TEXT_CACHE:
                 self._sentences.clear()
-            m = self.slots
-            levels = np.rint(seen_d * 10.0).astype(np.int64)
-            bands = np.rint(seen_g * 10.0).astype(np.int64)
+            # the sentences' keys of the new texts' sessions only (a few per step once the common ones are cached)
+            m, at = self.slots, np.array(missing)
+            # (k', m, m): i's view of j (the cell of zeros for the diagonal and absent slots)
+            cells = c.cell_map[..., select][..., at].transpose(2, 0, 1)
+            new_g = readings.ravel()[cells * readings.shape[1] + at[:, None, None]]
+            new_d, new_episode = seen_d[:, at], episode[at]
+            levels = np.rint(new_d * 10.0).astype(np.int64)
+            bands = np.rint(new_g * 10.0).astype(np.int64)
             bands = (bands >= 4) * 1 + (bands >= 7)
             rows_code = (bands @ 3 ** np.arange(m)).T  # (m, k): i's stances
-            person = (((episode * m + np.arange(m)[:, None]) * 11 + levels) * 3**m + rows_code).T.tolist()
-            for k in [k for k, found in enumerate(texts) if found is None]:
-                texts[k] = cache[keys[k]] = self._text_of(int(episode[k]), person[k], seen_d[:, k], seen_g[k])
+            person = (((new_episode * m + np.arange(m)[:, None]) * 11 + levels) * 3**m + rows_code).T.tolist()
+            for j, k in enumerate(missing):
+                texts[k] = cache[keys[k]] = self._text_of(int(new_episode[j]), person[j], new_d[:, j], new_g[j])
         return tuple(texts)
 
     def _text_of(self, episode: int, person: list[int], seen_d: np.ndarray, seen_g: np.ndarray) -> str:
@@ -618,24 +702,45 @@ class Cells(Arrays):
     value of each reading in the key of its ``text``."""
 
     cells: np.ndarray  # (N,) n + n x n
+    used: np.ndarray  # (W, N) bool: the cells of the draw (the first n + n x n)
     pair_cell: np.ndarray  # (K, N) the cell of each pair slot (W, the row of zeros, where unused)
     cell_map: np.ndarray  # (m, m, N) the cell of i's view of j, W (a cell of zeros) for i == j or absent slots
+    stance_to: np.ndarray  # (W, N) int64 where a cell's reading goes in the (P, P) stance: i * P + j, -1 for none
     is_level: np.ndarray  # (W, N) bool: a distress cell
     place: np.ndarray  # (W, N) int64 place value in the text key (0: the diagonal and unused cells)
     span: np.ndarray  # (N,) int64 the place of the episode in the key: the most keys of an episode
     pair_at: np.ndarray  # (K, N) flat index of the pair cell in a (W + 1, N) draw (``reindex``)
 
-    def reindex(self, rows: np.ndarray) -> None:
-        """The flat indices of ``rows`` for their columns (after ``assign``: a table's are its episodes')."""
-        self.pair_at[:, rows] = self.pair_cell[:, rows] * self.cells.size + rows
+    def reindex(self) -> None:
+        """The flat indices of every column (after ``assign``; as ``Fixed.reindex``)."""
+        np.add(self.pair_cell * self.cells.size, np.arange(self.cells.size), out=self.pair_at)
 
 
-def _cells_table(f: Fixed, width: int) -> Cells:
-    """``Cells`` of every episode (``f``: the episodes' ``Fixed``, one column each)."""
+@dataclass(frozen=True)
+class Layout:
+    """Where a step's cells go, for a set of sessions (``Cells.used`` and ``Cells.stance_to`` of k sessions, (W, k)):
+    the flat indices of the used cells in cell-major order (``_draw`` fills them in turn) and their count; the flat
+    indices of the stance cells and the flat places of their readings in a (k, P, P) stance."""
+
+    used: np.ndarray
+    count: int
+    stance_from: np.ndarray
+    stance_to: np.ndarray
+
+    @classmethod
+    def of(cls, used: np.ndarray, stance_to: np.ndarray, most: int) -> Layout:
+        stance_from = np.flatnonzero(stance_to >= 0)
+        to = stance_to.ravel()[stance_from] + stance_from % used.shape[1] * (most * most)
+        return cls(np.flatnonzero(used), int(np.count_nonzero(used)), stance_from, to)
+
+
+def _cells_table(f: Fixed, width: int, most: int) -> Cells:
+    """``Cells`` of every episode (``f``: the episodes' ``Fixed``, one column each; ``most``: P)."""
     m, S = f.present.shape
     n = f.n
     table = Cells(
-        n + n * n, np.where(f.pair, n + f.source * n + f.target, width), np.full((m, m, S), width),
+        n + n * n, np.arange(width)[:, None] < n + n * n, np.where(f.pair, n + f.source * n + f.target, width),
+        np.full((m, m, S), width), np.full((width, S), -1),
         np.arange(width)[:, None] < n, np.zeros((width, S), dtype=np.int64), np.zeros(S, dtype=np.int64),
         np.zeros(f.pair.shape, dtype=np.int64),
     )  # fmt: skip
@@ -644,6 +749,7 @@ def _cells_table(f: Fixed, width: int) -> Cells:
             for j in range(count):
                 if i != j:
                     table.cell_map[i, j, k] = count + i * count + j
+                    table.stance_to[count + i * count + j, k] = i * most + j
         # digits: a distress reading in 11 tenths, a stance in 3 bands, the diagonal none
         bases = [11] * count + [1 if i == j else 3 for i in range(count) for j in range(count)]
         places = np.cumprod(np.array(bases[::-1], dtype=np.int64))[::-1]
