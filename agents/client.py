@@ -353,8 +353,9 @@ def error_cause(exc: BaseException) -> Cause:
         return "auth"
     if status == 404 or isinstance(exc, _openai_types("NotFoundError")) or "llm provider not provided" in text:
         return "model"
-    # A refused or unresolvable connection first: the openai SDK's aiohttp transport reports a refused connection
-    # as a connect *timeout* (httpx's ConnectTimeout, then APITimeoutError), with the refusal as its cause.
+    # A refused or unresolvable connection first: a transport may report a refused connection as a connect
+    # *timeout* (the openai SDK's aiohttp transport: httpx's ConnectTimeout, then APITimeoutError), the refusal
+    # being its cause.
     unreachable = any(isinstance(e, (ConnectionError, socket.gaierror)) for e in chain)
     timeouts = (TimeoutError, asyncio.TimeoutError, *_openai_types("APITimeoutError"))
     if not unreachable and (
@@ -551,7 +552,7 @@ class LLMClient:
         self._pool: _WorkerPool | None = None
         self._priced = False
         self._provider: str | None = None  # litellm's provider of the model, once asked (``_openai_provider``)
-        # OpenAI-compatible endpoints without a litellm price: the openai SDK, without litellm (``openai_route``)
+        # OpenAI-compatible endpoints without a litellm price: posted with aiohttp, without litellm (``openai_route``)
         self._direct = (
             DirectRoute(config.api_base, max_connections)
             if mock_response is None and config.api_base and _direct_route(config)
@@ -751,7 +752,7 @@ class LLMClient:
                 if not mocking:
                     call["api_key"] = self._api_key()  # read at call time; lives only in this dict
                 async with self._semaphore():
-                    # litellm (or the SDK) enforces ``timeout``; the outer bound only guards a hung transport.
+                    # litellm (aiohttp, direct) enforces ``timeout``; the outer bound guards a hung transport.
                     response = await _bounded(send(call), timeout * 1.5 + 5.0)
                 return response, None, attempt
             except Exception as exc:
