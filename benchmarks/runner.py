@@ -388,8 +388,7 @@ class Evaluation(ModelRun):
     def _window(self) -> asyncio.Semaphore:
         """The places of the requests under way at once, over every task: twice the connections (one waiting to be
         sent for each in flight). Starting every batch at once instead built every prompt first (a second or two
-        of CPU before the first request went out) and left thousands of tasks waiting on the client's semaphore,
-        whose ``acquire`` scans its waiters in Python 3.11 (``scripts/bench_throughput.py``)."""
+        of CPU before the first request went out: ``scripts/bench_throughput.py``)."""
         loop = asyncio.get_running_loop()
         held = self._windows
         if held is None or held[0] is not loop:
