@@ -802,8 +802,8 @@ def _add_model_arguments(group: argparse._ArgumentGroup) -> None:
         default=1,
         metavar="N",
         help="processes sending the requests, sharing --max-connections: litellm's CPU per request caps one "
-        "process near 100-150 requests/s, so high --max-connections against a fast endpoint want one per core "
-        "(default: %(default)s)",
+        "process near 200 requests/s, so high --max-connections against a fast endpoint through litellm want one "
+        "per core; an unpriced openai/NAME at an --api-base (the direct route) needs none (default: %(default)s)",
     )
     group.add_argument(
         "--max-tokens", type=_count(1), default=2048, metavar="N", help="answer token limit (default: %(default)s)"
