@@ -102,9 +102,9 @@ def uses_direct_route(model: str, api_base: str | None) -> bool:
 
 
 def sendable(call: Mapping[str, Any]) -> bool:
-    """Whether the request's parameters are plain JSON (what the SDK posts as they are); otherwise litellm converts
-    them (a pydantic class as ``response_format``). The messages are not checked (serialising them twice per
-    request costs): chat messages are JSON, on either route."""
+    """Whether the request's parameters are plain JSON (what the direct route posts as they are); otherwise
+    litellm converts them (a pydantic class as ``response_format``). The messages are not checked (serialising
+    them twice per request costs): chat messages are JSON, on either route."""
     try:
         json.dumps({k: v for k, v in call.items() if k not in _CLIENT_OWNED})
         return True
@@ -120,7 +120,7 @@ class DirectRoute:
         self.url = self.api_base + "/chat/completions"
         self.proxy = env_proxy(self.url)
         self.max_connections = max_connections
-        self._loops: dict[int, tuple[asyncio.AbstractEventLoop, dict[str, Any], AsyncIterator[None]]] = {}
+        self._loops: dict[int, tuple[asyncio.AbstractEventLoop, Any, AsyncIterator[None]]] = {}
 
     async def _session(self) -> Any:
         """The aiohttp session of the running loop (made on first use; closed at the loop's shutdown)."""
@@ -130,15 +130,14 @@ class DirectRoute:
             self._loops = {k: v for k, v in self._loops.items() if not v[0].is_closed()}
             import aiohttp
 
-            connector = aiohttp.TCPConnector(limit=self.max_connections)
-            held = {"session": aiohttp.ClientSession(connector=connector)}
-            closer = _close_at_shutdown(held)
-            entry = (loop, held, closer)
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=self.max_connections))
+            closer = _close_at_shutdown(session)
+            entry = (loop, session, closer)
             self._loops[id(loop)] = entry
             # Started now, so that the loop tracks it; held here, so that it is not collected (and closed) before
             # the loop's shutdown closes it.
             await closer.__anext__()
-        return entry[1]["session"]
+        return entry[1]
 
     async def create(self, call: Mapping[str, Any]) -> dict[str, Any]:
         """One chat completion for the client's litellm-shaped ``call``: the response body (a ``chat.completion``
@@ -240,14 +239,12 @@ def _status_error(url: str, status: int, headers: Mapping[str, str], content: by
     return getattr(openai, name)(message, response=_response(url, status, headers, content), body=data)
 
 
-async def _close_at_shutdown(held: dict[str, Any]) -> AsyncIterator[None]:
-    """Suspended until the loop's ``shutdown_asyncgens`` (``asyncio.run``'s end) closes it: then the session."""
+async def _close_at_shutdown(session: Any) -> AsyncIterator[None]:
+    """Suspended until the loop's ``shutdown_asyncgens`` (``asyncio.run``'s end) closes it: then ``session``."""
     try:
         yield
     finally:
-        for session in list(held.values()):
-            try:
-                await session.close()
-            except Exception:  # pragma: no cover - closing is best effort at shutdown
-                logger.debug("closing an aiohttp session failed", exc_info=True)
-        held.clear()
+        try:
+            await session.close()
+        except Exception:  # pragma: no cover - closing is best effort at shutdown
+            logger.debug("closing an aiohttp session failed", exc_info=True)
