@@ -498,7 +498,7 @@ class Evaluation(ModelRun):
             verdict = await judging.judge(_answered(completion), messages, rubric)
             return {**record, "judge": verdict.model_dump()}, None if completion.ok else (completion.error or "no text")
 
-        async with contextlib.aclosing(_as_completed([one(i) for i in instances])) as results:
+        async with contextlib.aclosing(_as_completed((one(i) for i in instances), self._window())) as results:
             async for updated, call_error in results:
                 if updated is None:
                     continue
@@ -810,21 +810,11 @@ async def _all_or_none(coroutines: Sequence[Any]) -> list[Any]:
         raise
 
 
-async def _as_completed(coroutines: Iterable[Any], window: asyncio.Semaphore | None = None):
-    """Results in completion order; the coroutines not finished when the consumer stops (an exception, e.g. the
-    failure budget) are cancelled and awaited, so nothing keeps calling the model. With a ``window`` (shared by
-    callers), a coroutine is started only when it has a place (taken before it is created, given back when it
-    ends): at most its size run at once, the rest are not begun."""
-    if window is None:
-        tasks = [asyncio.ensure_future(c) for c in coroutines]
-        try:
-            for next_done in asyncio.as_completed(tasks):
-                yield await next_done
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return
+async def _as_completed(coroutines: Iterable[Any], window: asyncio.Semaphore):
+    """Results in completion order, a coroutine started only when it has a place in ``window`` (shared by
+    callers; taken before the coroutine is created, given back when it ends): at most the window's size run at
+    once, the rest are not begun. The coroutines not finished when the consumer stops (an exception, e.g. the
+    failure budget) are cancelled and awaited, so nothing keeps calling the model."""
     source = iter(coroutines)
     running: set[asyncio.Future] = set()
     exhausted = False
