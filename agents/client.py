@@ -554,8 +554,8 @@ class LLMClient:
         self._provider: str | None = None  # litellm's provider of the model, once asked (``_openai_provider``)
         # OpenAI-compatible endpoints without a litellm price: posted with aiohttp, without litellm (``openai_route``)
         self._direct = (
-            DirectRoute(config.api_base, max_connections)
-            if mock_response is None and config.api_base and _direct_route(config)
+            DirectRoute(config.api_base or "", max_connections)
+            if mock_response is None and not needs_litellm(config)
             else None
         )
         if self.workers > 1 and callable(mock_response):
@@ -586,6 +586,7 @@ class LLMClient:
                 "backoff_max": self.backoff_max,
                 "mock_response": self.mock_response,
                 "seed": self.seed,
+                "litellm": self._direct is None,  # what the workers' forkserver preloads
             }
             self._pool = _WorkerPool(spec, self.workers, self.max_connections)
 
@@ -939,18 +940,14 @@ def check_model_config(config: ModelConfig) -> None:
             )
 
 
-def _direct_route(config: ModelConfig) -> bool:
-    """``openai_route.uses_direct_route``; a misspelt ``RESCUE_MODEL_ROUTE`` is litellm's route here (the probe's
-    ``check_model_config`` reports it in one line)."""
-    try:
-        return uses_direct_route(config.model, config.api_base)
-    except ValueError:
-        return False
-
-
 def needs_litellm(config: ModelConfig) -> bool:
-    """Whether a client for ``config`` imports litellm (the direct route does not): what ``evaluate`` preloads."""
-    return is_mock(config.model) or not (config.api_base and _direct_route(config))
+    """Whether a client for ``config`` imports litellm: all but the direct route (``openai_route.uses_direct_route``;
+    a misspelt ``RESCUE_MODEL_ROUTE`` is litellm's route here, and the probe's ``check_model_config`` reports it in
+    one line). What ``evaluate`` preloads."""
+    try:
+        return is_mock(config.model) or not uses_direct_route(config.model, config.api_base)
+    except ValueError:
+        return True
 
 
 def _openai_key_set() -> bool:
@@ -1104,7 +1101,7 @@ class _WorkerPool:
     on a thread (the forkserver's first start waits for its import), so that the caller goes on meanwhile."""
 
     def __init__(self, spec: dict[str, Any], count: int, max_connections: int) -> None:
-        context = _worker_context(needs_litellm(ModelConfig.model_validate(spec["config"])))
+        context = _worker_context(spec["litellm"])
         environment = dict(os.environ)  # a fork of the server has the server's environment: it gets the caller's
         self.processes: list[_Worker] = []
         self.sockets: list[socket.socket] = []
@@ -1206,7 +1203,7 @@ def _worker_main(sock: socket.socket, spec: dict[str, Any]) -> None:
     already), then serve requests until the socket closes."""
     os.environ.clear()
     os.environ.update(spec.pop("environment"))
-    if needs_litellm(ModelConfig.model_validate(spec["config"])):
+    if spec["litellm"]:
         _import_litellm()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_worker_loop(sock, spec))

@@ -170,18 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     best: dict[str, tuple[str, float, float]] = {}
     for round_ in range(1, args.repeats + 1):
-        for env_id in ids:
-            algo, learn, alone = learner_steps_per_second(env_id, args)
-            before = best.get(env_id, (algo, 0.0, 0.0))
-            best[env_id] = (algo, max(learn, before[1]), max(alone, before[2]))
-            print(f"  round {round_}, {env_id}: {algo} {learn:,.0f} steps/s (env alone {alone:,.0f})", file=sys.stderr)
+        measured = [(env_id, learner_steps_per_second(env_id, args)) for env_id in ids]
         if args.native:
-            for key, (algo, learn, alone) in zip(
-                (f"{REFERENCE} x{args.native}", f"{NATIVE} x{args.native}"), native_steps_per_second(args.native, args)
-            ):
-                before = best.get(key, (algo, 0.0, 0.0))
-                best[key] = (algo, max(learn, before[1]), max(alone, before[2]))
-                print(f"  round {round_}, {key}: {algo} {learn:,.0f} steps/s (env alone {alone:,.0f})", file=sys.stderr)
+            keys = (f"{REFERENCE} x{args.native}", f"{NATIVE} x{args.native}")
+            measured += zip(keys, native_steps_per_second(args.native, args))
+        for key, (algo, learn, alone) in measured:
+            before = best.get(key, (algo, 0.0, 0.0))
+            best[key] = (algo, max(learn, before[1]), max(alone, before[2]))
+            print(f"  round {round_}, {key}: {algo} {learn:,.0f} steps/s (env alone {alone:,.0f})", file=sys.stderr)
     rows = [(env_id, *best[env_id]) for env_id in best]
     reference = rows[0][2]
     print(f"best of {args.repeats} round(s); the native rows' ratio is to CartPole under DummyVecEnv of as many envs:")
