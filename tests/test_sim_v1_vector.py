@@ -651,12 +651,11 @@ def test_negative_actions_are_refused() -> None:
 # ----- the compiled step (optional: numba) against the numpy step ------------------------------------------------
 
 
-def _native_trace(kernel, steps: int, **kwargs) -> list[tuple]:
-    """60 steps of 24 sessions of the native env, its compiled step replaced by ``kernel`` (None: the numpy step)."""
+def _native_trace(kernels, steps: int, **kwargs) -> list[tuple]:
+    """``steps`` steps of 24 sessions of the native env, stepped and observed by ``kernels`` (``BC.Kernels``; None:
+    the numpy step)."""
     envs = RescueSimVectorEnvV1(num_envs=24, compiled=False, **kwargs)
-    envs._kernel = kernel
-    if kernel is not None:
-        envs._models = BC.CompiledModels.of(envs.f1, envs.slots)
+    envs._use_kernels(kernels)
     out = [envs.reset(seed=9)]
     envs.action_space.seed(10)
     out += [envs.step(envs.action_space.sample()) for _ in range(steps)]
@@ -677,7 +676,7 @@ def test_the_step_loop_is_the_numpy_step(single: RescueSimEnvV1) -> None:
     model = _every_block_model(single.outcome_model, np.random.default_rng(8))
     kwargs = {"data": "demo", "dynamics": model, "behaviour": single.behaviour, "beta": single.beta,
               "ensemble": "member", "effect_scale": 0.7}  # fmt: skip
-    _same_traces(_native_trace(None, 12, **kwargs), _native_trace(BC.advance_loop, 12, **kwargs))
+    _same_traces(_native_trace(None, 12, **kwargs), _native_trace(BC.Kernels.python(), 12, **kwargs))
 
 
 @pytest.mark.parametrize(
@@ -691,8 +690,8 @@ def test_the_compiled_step_is_the_numpy_step(single: RescueSimEnvV1, kwargs) -> 
     if kwargs == "every block":
         model = _every_block_model(single.outcome_model, np.random.default_rng(8))
         kwargs = {"dynamics": model, "behaviour": single.behaviour, "beta": single.beta, "ensemble": "member"}
-    kernel = BC.compiled_advance()
-    _same_traces(_native_trace(None, 60, data="demo", **kwargs), _native_trace(kernel, 60, data="demo", **kwargs))
+    kernels = BC.compiled_kernels()
+    _same_traces(_native_trace(None, 60, data="demo", **kwargs), _native_trace(kernels, 60, data="demo", **kwargs))
 
 
 def test_compiled_is_chosen_and_refused_as_asked() -> None:

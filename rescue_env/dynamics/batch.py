@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from functools import cache
+from typing import Protocol
 
 import numpy as np
 
@@ -66,15 +67,22 @@ class Placement:
         out.ravel()[self.to[:count]] = table.ravel()[self.of[:count]]
 
 
+class ColumnCopier(Protocol):
+    """What ``Arrays.assign`` copies a reset's columns with: ``Placement`` or a compiled equivalent
+    (``batch_compiled.ColumnCopy``)."""
+
+    def copy(self, out: np.ndarray, table: np.ndarray) -> None: ...
+
+
 @dataclass
 class Arrays:
     """A dataclass of arrays whose last axis is the session (or the episode, for tables). ``packed`` puts the
     fields of one dtype in one array (the fields are views of it), so that ``assign`` is one copy per dtype: a
     reset sets every constant of a session at once."""
 
-    def assign(self, rows: np.ndarray, source: Arrays, index: np.ndarray, place: Placement | None = None) -> None:
+    def assign(self, rows: np.ndarray, source: Arrays, index: np.ndarray, place: ColumnCopier | None = None) -> None:
         """``self.x[..., rows] = source.x[..., index]`` for every field (sessions set to the starts of episodes);
-        ``place``: the ``Placement`` of (rows, index), for packed arrays of at most its rows."""
+        ``place``: the ``Placement`` (or ``ColumnCopier``) of (rows, index), for packed arrays of at most its rows."""
         mine, theirs = self.__dict__.get("_packs"), source.__dict__.get("_packs")
         if mine is not None and theirs is not None and mine.keys() == theirs.keys():
             for dtype, pack in mine.items():
@@ -765,6 +773,7 @@ def perceive(x: np.ndarray, noise: float, z: np.ndarray | None) -> np.ndarray:
 __all__ = [
     "Ages",
     "Arrays",
+    "ColumnCopier",
     "Placement",
     "BehaviourBatch",
     "F1Batch",

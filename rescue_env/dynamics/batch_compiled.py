@@ -15,12 +15,14 @@ cache set and evict each other; a session-major or padded layout would be the ne
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
-from rescue_env.dynamics.batch import F1Batch, _kind_sizes
+from rescue_env.dynamics.batch import F1Batch, _kind_sizes, _kinds
 
 COMPILED_SCALARS = ("family", "recent_speaks", "recipient_x_d", "supported_x_recent_supported", "therapist_speaks",
                     "speaks_x_recent_speaks", "other_supported", "other_supported_x_d", "speaks_x_d")  # fmt: skip
@@ -42,6 +44,7 @@ class CompiledModels:
     e_scalars: np.ndarray  # (intercept, family, therapist_speaks, sigma)
     e_groups: tuple[np.ndarray, ...]  # pattern, source kind, target kind, source strategy (trailing 0)
     kind_sizes: np.ndarray  # ``_kind_sizes``
+    kinds: np.ndarray  # ``_kinds``: the recipient kind by (participants, recipients)
 
     @classmethod
     def of(cls, f1: F1Batch, slots: int) -> CompiledModels:
@@ -52,7 +55,92 @@ class CompiledModels:
             tuple(np.ascontiguousarray(f1._groups[name]) for name in COMPILED_GROUPS), f1.sigma.copy(),
             f1._pair_coef.copy(), np.array([f1.e_intercept, f1.e["family"], f1.e["therapist_speaks"], f1.sigma_g]),
             (f1.e_pattern, f1.e_source_kind, f1.e_target_kind, f1.e_strategy), np.asarray(_kind_sizes(slots)),
+            _kinds(slots),
         )  # fmt: skip
+
+
+def prepare_loop(
+    intervene, bits, strategy, n, present, valid, participants, kinds, ring_speaks, ring_supported,
+    distress, g_raw, last_speaker, per_person, per_pair, family, since, since_cap,
+    speaks, supported, kind, chosen, invalid, recent_speaks, recent_supported, x,
+):  # fmt: skip
+    """What a step reads before F1 and pi_b, per session, as ``RescueSimVectorEnvV1._advance`` computes it in numpy:
+    the decoded action (``replay.decode_action`` and ``batch.supports``: ``speaks``, ``supported`` (m, N), ``kind``,
+    the ``chosen`` strategy, -1 outside the scenario's taxonomy, and the ``invalid`` choices counted), F1's
+    ``Recent`` (the rings' shares) and ``batch.behaviour_features`` ``x`` (9, N); the arrays after ``since_cap`` are
+    written. ``bits``: (N, P + 1), the group bit last; ``participants``: (N, P), the observation's mask."""
+    m, N = distress.shape
+    P, H, K = participants.shape[1], ring_speaks.shape[0], g_raw.shape[0]
+    for s in range(N):
+        ns = n[s]
+        # the group bit = everyone; bits of absent slots ignored and counted; a strategy outside the taxonomy: none
+        stray = 0
+        for i in range(P):
+            if bits[s, i] and participants[s, i] == 0:
+                stray = 1
+        ok = valid[strategy[s], s]
+        chosen[s] = strategy[s] if ok else -1
+        invalid[s] = stray + (0 if ok else 1)
+        count = 0
+        for i in range(m):
+            if present[i, s] and (bits[s, P] or bits[s, i]):
+                count += 1
+        talk = intervene[s] and count > 0
+        speaks[s] = talk
+        kind[s] = kinds[ns, count if talk else 0]
+        for i in range(m):
+            supported[i, s] = talk and present[i, s] and (bits[s, P] or bits[s, i])
+        # the shares of the last H decisions
+        total = 0
+        for t in range(H):
+            total += ring_speaks[t, s]
+        recent_speaks[s] = total / H
+        for i in range(m):
+            total = 0
+            for t in range(H):
+                total += ring_supported[t, i, s]
+            recent_supported[i, s] = total / H
+        # pi_b's features: absent slots and unused pair slots hold 0 (``behaviour_features``)
+        top, total_d = 0.0, 0.0
+        for i in range(m):
+            top = max(top, distress[i, s])
+            total_d += distress[i, s]
+        top_g, total_g = 0.0, 0.0
+        for k in range(K):
+            top_g = max(top_g, g_raw[k, s])
+            total_g += g_raw[k, s]
+        last = last_speaker[s]
+        x[0, s], x[1, s] = top, total_d * per_person[s]
+        x[2, s] = distress[last, s] if last >= 0 else 0.0
+        x[3, s], x[4, s] = total_g * per_pair[s], top_g * (1.0 if ns > 1 else 0.0)
+        x[5, s], x[6, s], x[7, s] = family[s], ns / 6.0, recent_speaks[s]
+        x[8, s] = min(since[s], since_cap) / since_cap
+
+
+def record_loop(
+    intervene, speaks, supported, log_pi, group, ring_speaks, ring_supported, since, since_cap, steps, interventions,
+    sums, gamma, kappa, beta, reward,
+):  # fmt: skip
+    """After F1's step, per session, as ``RescueSimVectorEnvV1._advance`` computes it in numpy: the therapist's
+    decision into the rings (at the session's step modulo their length), the decisions since it last spoke, the
+    counts, Eq. 14 less kappa per intervention (``group``, written) and the ``reward`` with beta log pi_b, summed into
+    ``sums`` (return, discounted return, group, log pi_b: ``_sums``' rows)."""
+    H, m, N = ring_supported.shape
+    for s in range(N):
+        slot = steps[s] % H
+        ring_speaks[slot, s] = speaks[s]
+        for i in range(m):
+            ring_supported[slot, i, s] = supported[i, s]
+        since[s] = 0 if speaks[s] else min(since[s] + 1, since_cap)
+        discount = gamma ** float(steps[s])
+        steps[s] += 1
+        interventions[s] += 1 if intervene[s] else 0
+        group[s] -= kappa * (1.0 if intervene[s] else 0.0)
+        reward[s] = group[s] + beta * log_pi[s]
+        sums[0, s] += reward[s]
+        sums[1, s] += reward[s] * discount
+        sums[2, s] += group[s]
+        sums[3, s] += log_pi[s]
 
 
 def advance_loop(
@@ -139,11 +227,16 @@ def advance_loop(
         talk = 1.0 if speaks[s] else 0.0
         own0 = kind_c[h, kind[s]] + strategy_c[h, strategy[s]]
         b = state_coef[h]  # ``STATE_FEATURES``' order
+        top, second, first = 0.0, 0.0, -1  # the largest aged distress (its slot) and the next: the others' largest
         for i in range(m):
-            others = 0.0
-            for j in range(m):
-                if j != i:
-                    others = max(others, d[j])
+            if d[i] > top:
+                top, second, first = d[i], top, i
+            elif d[i] > second:
+                second = d[i]
+        for i in range(m):
+            if p_emotion[i, s] <= 0:  # never refreshed (absent slots): its next value is never read
+                continue
+            others = second if i == first else top
             spoke = 1.0 if i == last else 0.0
             value = (bias + b[0] * d[i] + b[1] * d_ann[i] + b[2] * d_age[i] + b[3] * others
                      + b[4] * ((aged_sum - d[i]) * per_other[s]) + b[5] * (out_negative[i] * per_other[s])
@@ -159,6 +252,8 @@ def advance_loop(
         e_bias = e_scalars[0] + e_scalars[1] * family[s] + e_pattern[pattern[s]]
         source_term = e_source_kind[kind[s]] + e_strategy[strategy[s] if kind[s] >= 0 else -1]
         for k in range(K):
+            if p_pair[k, s] <= 0:  # never refreshed (unused pair slots)
+                continue
             a, b = source[k, s], target[k, s]
             e = pair_coef  # ``PAIR_STATE_FEATURES``' order
             value = (e_bias + e[0] * g[k] + e[1] * g_ann[k] + e[2] * g_age[k] + e[3] * g[reverse[k, s]] + e[4] * d[a]
@@ -168,10 +263,14 @@ def advance_loop(
             g_next[k] = value + action * effect_scale
         # -- OutcomeModelV1.sample's noise, clipped
         for i in range(m):
+            if p_emotion[i, s] <= 0:
+                continue
             if sample:
                 d_next[i] += sigma[h] * z[i, s]
             d_next[i] = min(max(d_next[i], 0.0), 1.0)
         for k in range(K):
+            if p_pair[k, s] <= 0:
+                continue
             if sample:
                 g_next[k] += e_scalars[3] * z[pair_cell[k, s], s]
             g_next[k] = min(max(g_next[k], 0.0), 1.0)
@@ -207,14 +306,145 @@ def advance_loop(
         group[s] = 1.0 - d_sum * per_person[s] - tension_weight * g_sum * per_pair[s] - lam * d_max
 
 
+def draw_cells(rng, cells, normal, out):
+    """``RescueSimVectorEnvV1._draw`` into ``out`` (W + 1, k): one number per used cell (cell j < ``cells[s]``),
+    cell j of every session, then cell j + 1; the unused cells and the last row 0. Normals or uniforms."""
+    W, k = out.shape[0] - 1, out.shape[1]
+    for j in range(W):
+        for s in range(k):
+            if j < cells[s]:
+                out[j, s] = rng.standard_normal() if normal else rng.random()
+            else:
+                out[j, s] = 0.0
+    for s in range(k):
+        out[W, s] = 0.0
+
+
+def draw_step(rng, cells, speaks, reply_rate, sample, z, replies, speaker_uniform, u):
+    """A step's draws in ``RescueSimVectorEnvV1``'s order (its "Random numbers"), written into the arrays: F1's
+    normals ``z`` when ``sample``, one reply draw per session whose therapist supports someone (``replies``: below
+    ``reply_rate``), one speaker uniform per session, the refreshes' uniforms ``u``. One call, so that the generator
+    is handed to numba once a step (passing it costs ~8 us)."""
+    if sample:
+        draw_cells(rng, cells, True, z)
+    for s in range(speaks.shape[0]):
+        replies[s] = rng.random() < reply_rate if speaks[s] else False
+    for s in range(speaks.shape[0]):
+        speaker_uniform[s] = rng.random()
+    draw_cells(rng, cells, False, u)
+
+
+def observe_cells(rng, noise, cells, n, distress_raw, g_raw, pair_cell, readings, distress, stance):
+    """``RescueSimVectorEnvV1._observe``'s perception, written into ``readings`` (k, W + 1), one row per session:
+    its cells' values (distress in cells 0 .. n-1, each viewpoint in its pair slot's cell, else 0) plus ``noise``
+    times the cells' normals (drawn here as ``draw_cells`` draws them, when ``noise`` > 0), clipped, in tenths
+    (``batch.perceive``); ``distress`` (k, P): the n participants' distress readings; ``stance`` (k, P, P): i's
+    view of j at [s, i, j], 0 on the diagonal. Both float32, written whole (0 elsewhere). Session-major, unlike
+    the state: a session's cells are one cache line or three, where (W + 1, k) rows 8 KiB apart at k = 1024 share
+    one L1 set and evict each other (measured: 1.9x slower)."""
+    k, W = readings.shape[0], readings.shape[1] - 1
+    if noise > 0:
+        draw_cells(rng, cells, True, readings.T)
+    K = pair_cell.shape[0]
+    pair_normals = np.zeros(K)
+    for s in range(k):
+        ns, used = n[s], cells[s]
+        cell = readings[s]  # the normals, then the readings
+        for slot in range(K):  # a viewpoint's cell reads its value, not 0 (unused slots' cells are W: the last)
+            pair_normals[slot] = cell[pair_cell[slot, s]] if noise > 0 else 0.0
+        for c in range(used):
+            x = distress_raw[c, s] if c < ns else 0.0
+            cell[c] = _tenths(x + noise * cell[c] if noise > 0 else x)
+        for slot in range(K):
+            c = pair_cell[slot, s]
+            if c < W:
+                x = g_raw[slot, s]
+                cell[c] = _tenths(x + noise * pair_normals[slot] if noise > 0 else x)
+        for c in range(used, W + 1):  # the unused cells' readings are 0
+            cell[c] = 0.0
+        distress[s] = 0.0
+        stance[s] = 0.0
+        for i in range(ns):
+            distress[s, i] = cell[i]
+            for j in range(ns):
+                if i != j:
+                    stance[s, i, j] = cell[ns + i * ns + j]
+
+
+def place_columns(out, table, rows, index):
+    """``out[:, rows] = table[:, index]`` (2-D): ``batch.Placement.copy`` without its flat indices."""
+    for r in range(out.shape[0]):
+        for k in range(rows.shape[0]):
+            out[r, rows[k]] = table[r, index[k]]
+
+
+class ColumnCopy:
+    """``batch.Placement`` (what ``Arrays.assign`` copies a reset's columns with) by a compiled ``place_columns``."""
+
+    def __init__(self, place: Callable, rows: np.ndarray, index: np.ndarray) -> None:
+        self._place, self.rows, self.index = place, rows, index
+
+    def copy(self, out: np.ndarray, table: np.ndarray) -> None:
+        self._place(out, table, self.rows, self.index)
+
+
+def _tenths(x):
+    """``batch.perceive``'s reading of a value plus its noise: clipped to [0, 1], in tenths."""
+    return np.rint(min(max(x, 0.0), 1.0) * 10.0) / 10.0
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The native vector env's compiled pieces, in the order a step calls them: the decoding (``prepare_loop``),
+    the draws (``draw_step``), F1 and pi_b (``advance_loop``), the counts and rewards (``record_loop``), a reset's
+    copies (``place_columns``) and the perception (``observe_cells``). ``python()`` gives the plain Python
+    functions (what numba compiles; the tests run them), ``compiled_kernels()`` the compiled ones."""
+
+    prepare: Callable
+    draws: Callable
+    advance: Callable
+    record: Callable
+    observe: Callable
+    place: Callable
+
+    @classmethod
+    def python(cls) -> Kernels:
+        return cls(prepare_loop, draw_step, advance_loop, record_loop, observe_cells, place_columns)
+
+
 @cache
-def compiled_advance():
-    """``advance_loop`` compiled with numba (cached on disk by numba), or None when numba is not installed."""
+def compiled_kernels() -> Kernels | None:
+    """``Kernels`` compiled with numba (cached on disk by numba), or None when numba is not installed."""
     try:
         import numba
     except ImportError:
         return None
-    return numba.njit(cache=True)(advance_loop)
+    jit = numba.njit(cache=True)
+    draw = jit(draw_cells)
+    observe = _jitted(jit, observe_cells, draw_cells=draw, _tenths=jit(_tenths))
+    return Kernels(jit(prepare_loop), _jitted(jit, draw_step, draw_cells=draw), jit(advance_loop), jit(record_loop),
+                   observe, jit(place_columns))  # fmt: skip
 
 
-__all__ = ["COMPILED_GROUPS", "COMPILED_SCALARS", "CompiledModels", "advance_loop", "compiled_advance"]
+def _jitted(jit: Callable, function: Callable, **helpers: Callable) -> Callable:
+    """``function`` compiled with the compiled ``helpers`` it calls: numba types a called global when it compiles,
+    so the global must be a compiled function there (the module's own stay plain Python, for ``Kernels.python``)."""
+    scope = {**function.__globals__, **helpers}
+    return jit(types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__))
+
+
+__all__ = [
+    "COMPILED_GROUPS",
+    "COMPILED_SCALARS",
+    "ColumnCopy",
+    "CompiledModels",
+    "Kernels",
+    "advance_loop",
+    "compiled_kernels",
+    "draw_cells",
+    "draw_step",
+    "observe_cells",
+    "place_columns",
+    "prepare_loop",
+    "record_loop",
+]

@@ -17,6 +17,7 @@ from rescue_env.dynamics.batch import (
     Ages,
     Arrays,
     BehaviourBatch,
+    ColumnCopier,
     F1Batch,
     Fixed,
     Placement,
@@ -32,7 +33,7 @@ from rescue_env.dynamics.batch import (
     stack,
     supports,
 )
-from rescue_env.dynamics.batch_compiled import CompiledModels, compiled_advance
+from rescue_env.dynamics.batch_compiled import ColumnCopy, CompiledModels, Kernels, compiled_kernels
 from rescue_env.dynamics.behaviour import SINCE_CAP, UNIFORM_MIX
 from rescue_env.dynamics.outcome_v1 import HISTORY
 from rescue_env.dynamics.simulation import describe_participant
@@ -176,15 +177,12 @@ class RescueSimVectorEnvV1(VectorEnv):
         self.pi_b = BehaviourBatch(self.env.behaviour)
         # the compiled step (``batch_compiled.advance_loop``): with numba, unless asked not to; not with the uncertainty
         # penalty (its ensemble spread is the numpy path's)
-        kernel = compiled_advance() if compiled is not False else None
-        if compiled and kernel is None:
+        kernels = compiled_kernels() if compiled is not False else None
+        if compiled and kernels is None:
             raise ValueError("compiled=True needs numba (pip install -e '.[fast]'); compiled=None uses it if installed")
-        self._kernel = kernel if not self.env.penalty else None
-        self.compiled = self._kernel is not None
         self._build_tables()
         self._allocate()
-        if self._kernel is not None:
-            self._models = CompiledModels.of(self.f1, self.slots)
+        self._use_kernels(kernels if not self.env.penalty else None)
 
     # ----- the episodes, as tables (one row per start) ----------------------------------------------------------
 
@@ -203,13 +201,14 @@ class RescueSimVectorEnvV1(VectorEnv):
         self._cells0 = _cells_table(f, self.width, P).packed()
         self._fixed0 = f = f.packed()
         self._sessions0 = t = t.packed()
-        self._pack_rows = max(table.pack_rows() for table in (self._cells0, self._fixed0, self._sessions0))
         limits = [len(e.rows) if env.max_steps is None else min(len(e.rows), env.max_steps) for e in episodes]
-        self._limit0 = np.array(limits, dtype=np.int64)
+        limit = np.array(limits, dtype=np.int64)
+        self._counters0 = Counters.start(np.array([e.scenario_index for e in episodes], dtype=np.int64), limit, m)
+        tables = (self._cells0, self._fixed0, self._sessions0, self._counters0)
+        self._pack_rows = max(table.pack_rows() for table in tables)
         # an age is at most the latest row clock: the opening's end plus two rows per step
-        self.ages = Ages(env.dynamics.state, int((t.row + 2 * self._limit0).max()) + 1)
+        self.ages = Ages(env.dynamics.state, int((t.row + 2 * limit).max()) + 1)
         # what a session observes that its episode fixes (copied per session at a reset)
-        self._scenario0 = np.array([e.scenario_index for e in episodes], dtype=np.int64)
         masks = {
             "participants": np.array([e.present for e in episodes], dtype=np.int8).reshape(S, P),
             "target_mask": np.array([e.target_mask for e in episodes], dtype=np.int8).reshape(S, P + 1),
@@ -228,29 +227,43 @@ class RescueSimVectorEnvV1(VectorEnv):
         self._texts: dict[Any, str] = {}
         self._sentences: dict[int, str] = {}
 
+    def _use_kernels(self, kernels: Kernels | None) -> None:
+        """Steps and observations by ``kernels`` (``batch_compiled``: compiled, or its plain Python in the tests);
+        None: the numpy step."""
+        self._kernels = kernels
+        self.compiled = kernels is not None
+        if kernels is None:
+            self._reindex()
+        else:
+            self._models = CompiledModels.of(self.f1, self.slots)
+            N = self.num_envs
+            self._numbers = np.empty((2, self.width + 1, N))  # F1's normals, the refreshes' uniforms
+            self._replies, self._speaker_uniform = np.empty(N, dtype=bool), np.empty(N)
+            m = self.slots
+            # the decoded action, F1's Recent and pi_b's features (``prepare_loop``)
+            self._scratch = (np.empty(N, dtype=bool), np.empty((m, N), dtype=bool), np.empty(N, dtype=np.int64),
+                             np.empty(N, dtype=np.int64), np.empty(N), np.empty((m, N)), np.empty((9, N)))  # fmt: skip
+
+    def _reindex(self) -> None:
+        self._f.reindex()
+        self._c.reindex()
+
     def _allocate(self) -> None:
-        N, m, P = self.num_envs, self.slots, self.env.max_participants
+        N, m = self.num_envs, self.slots
         self._s = Sessions.zeros_like(self._sessions0, N)
         self._f = Fixed.zeros_like(self._fixed0, N)
         self._f.n[:] = 1  # read as one participant until the first reset
         self._c = Cells.zeros_like(self._cells0, N)
         self._columns = np.arange(N)
-        self._scenario = np.zeros(N, dtype=np.int64)
         self._masks = np.zeros((N, self._masks0.shape[1]), dtype=np.int8)
         self._observed = {key: self._masks[:, columns] for key, columns in self._mask_columns.items()}  # views
-        self._absent = np.zeros((N, P), dtype=bool)  # the slots where no one sits (their action bits are counted)
-        self._episode = np.zeros(N, dtype=np.int64)
-        self._limit = np.ones(N, dtype=np.int64)
-        # what an episode counts, zeroed by a reset as one block each: steps, interventions, decision points since
-        # the therapist last spoke (``SINCE_CAP`` at a reset); the return, discounted return, Eq. 14's and log pi_b's
-        # sums
-        self._counts = np.zeros((3, N), dtype=np.int64)
+        self._k = k = Counters.zeros_like(self._counters0, N)
+        k.limit[:], k.counts[2] = 1, SINCE_CAP
+        self._scenario, self._episode, self._limit = k.scenario, k.episode, k.limit
+        self._counts, self._sums = k.counts, k.sums
         self._steps, self._interventions, self._since = self._counts
-        self._since[:] = SINCE_CAP
-        self._sums = np.zeros((4, N))
         self._return, self._discounted, self._group_sum, self._log_pi_sum = self._sums
-        self._ring_speaks = np.zeros((HISTORY, N), dtype=bool)
-        self._ring_supported = np.zeros((HISTORY, m, N), dtype=bool)
+        self._ring_speaks, self._ring_supported = k.ring_speaks, k.ring_supported
         # the flat index of participant i of session s in a (m, N) array (the rings' rows are such arrays)
         self._slot_at = np.arange(m)[:, None] * N + self._columns
         self._heads: int | np.ndarray = np.zeros(N, dtype=np.int64) if self.env.ensemble == "member" else 0
@@ -365,20 +378,19 @@ class RescueSimVectorEnvV1(VectorEnv):
 
     def _advance(self, intervene: np.ndarray, bits: np.ndarray, strategy: np.ndarray):
         """Every session one step on (``RescueSimEnvV1.step``): the reward and the step's info terms."""
+        if self._kernels is not None:
+            return self._advance_compiled(intervene, bits, strategy)
         env, f = self.env, self._f
         m, P = self.slots, env.max_participants
         columns = self._columns
         # decode (``replay.decode_action``): the group bit = everyone; bits of absent slots ignored and counted; a
         # strategy outside the scenario's taxonomy is none (-1), counted
-        absent = (bits[:, :P] & self._absent).any(axis=1)
+        absent = (bits[:, :P] & (self._observed["participants"] == 0)).any(axis=1)
         recipients = np.where(bits[:, P], f.present, bits[:, :m].T & f.present)
         valid = f.valid[strategy, columns]
         a: Supports = supports(intervene, recipients, np.where(valid, strategy, -1), f.n)
         h = Recent(self._ring_speaks.sum(axis=0) / HISTORY, self._ring_supported.sum(axis=0) / HISTORY)
-        if self._kernel is not None:
-            log_pi, group, uncertainty = self._dynamics_compiled(intervene, a, h)
-        else:
-            log_pi, group, uncertainty = self._dynamics(intervene, a, h)
+        log_pi, group, uncertainty = self._dynamics(intervene, a, h)
         # the therapist's last decisions (F1's History, pi_b's features), at each session's place in the rings
         slot = self._steps % HISTORY
         self._ring_speaks.ravel()[slot * self.num_envs + columns] = a.speaks
@@ -424,32 +436,43 @@ class RescueSimVectorEnvV1(VectorEnv):
         group = objective(s.distress_raw, s.g_raw, f, env.dynamics.state.tension_weight, env.lam)
         return log_pi, group, uncertainty
 
-    def _dynamics_compiled(self, intervene: np.ndarray, a: Supports, h: Recent):
-        """``_dynamics`` by the compiled loop (``batch_compiled.advance_loop``): the same draws in the same order, made
-        here, then one call (no uncertainty: the penalty's spread is the numpy path's)."""
-        env, s, f, models, rng = self.env, self._s, self._f, self._models, self.np_random
-        N = self.num_envs
+    def _advance_compiled(self, intervene: np.ndarray, bits: np.ndarray, strategy: np.ndarray):
+        """``_advance`` by the compiled loops (``batch_compiled.Kernels``, one call each): the same decoding, the
+        same draws in the same order, pi_b's weights by the same numpy product; no uncertainty (the penalty's spread
+        is the numpy path's)."""
+        env, s, f, models, kernels, N = self.env, self._s, self._f, self._models, self._kernels, self.num_envs
+        speaks, supported, kind, chosen, recent_speaks, recent_supported, x = self._scratch
+        invalid, log_pi, group, reward = np.empty(N, dtype=np.int64), np.empty(N), np.empty(N), np.empty(N)
+        kernels.prepare(
+            intervene, bits, strategy, f.n, f.present, f.valid, self._observed["participants"], models.kinds,
+            self._ring_speaks, self._ring_supported, s.distress_raw, s.g_raw, s.last_speaker, f.per_person,
+            f.per_pair, f.family, self._since, SINCE_CAP,
+            speaks, supported, kind, chosen, invalid, recent_speaks, recent_supported, x,
+        )  # fmt: skip
+        weights = self.pi_b.weights(x)  # one vectorised exp (``advance_loop``'s docstring)
+        z, u = self._numbers
+        replies, speaker_uniform = self._replies, self._speaker_uniform
         sample = env.outcome == "sample"
-        z = self._draw(normal=True) if sample else None
-        replies = np.zeros(N, dtype=bool)
-        replies[a.speaks] = rng.random(int(a.speaks.sum())) < env.rates.reply_recipient
-        speaker_uniform = rng.random(N)
-        u = self._draw(normal=False)
+        kernels.draws(self.np_random, self._c.cells, speaks, env.rates.reply_recipient, sample, z, replies,
+                      speaker_uniform, u)  # fmt: skip
         heads = self._heads if isinstance(self._heads, np.ndarray) else np.full(N, self._heads, dtype=np.int64)
-        weights = self.pi_b.weights(behaviour_features(s, f, h.speaks, self._since))
-        log_pi, group = np.empty(N), np.empty(N)
-        self._kernel(
+        kernels.advance(
             s.distress_raw, s.emotion_row, s.g_raw, s.viewpoint_row, s.row, s.last_speaker,
             f.n, f.source, f.target, f.reverse, f.family, f.pattern, f.weights, f.p_emotion, f.p_pair,
             f.per_person, f.per_other, f.per_pair, f.valid_count, f.speaker_cdf, f.offered, f.kinds_offered,
             f.kind_base, self._c.pair_cell,
-            intervene, a.speaks, a.supported, a.kind, a.strategy, h.speaks, h.supported, weights, heads,
-            self.ages.table, self.ages.never, u if z is None else z, replies, speaker_uniform, u, sample,
+            intervene, speaks, supported, kind, chosen, recent_speaks, recent_supported, weights, heads,
+            self.ages.table, self.ages.never, z, replies, speaker_uniform, u, sample,
             float(env.effect_scale), float(env.dynamics.state.tension_weight), float(env.lam),
             models.intercept, models.state, models.scalars, *models.groups, models.sigma, models.pair,
             models.e_scalars, *models.e_groups, models.kind_sizes, UNIFORM_MIX, log_pi, group,
         )  # fmt: skip
-        return log_pi, group, 0.0
+        kernels.record(
+            intervene, speaks, supported, log_pi, group, self._ring_speaks, self._ring_supported, self._since,
+            SINCE_CAP, self._steps, self._interventions, self._sums, float(env.gamma), float(env.kappa),
+            float(env.beta), reward,
+        )  # fmt: skip
+        return reward, {"n_invalid": invalid, "group": group, "log_pi_b": log_pi}
 
     def _present_slots(self) -> np.ndarray:
         return self._observed["participants"] == 1
@@ -470,21 +493,17 @@ class RescueSimVectorEnvV1(VectorEnv):
         return np.array([self._index[i] for i in ids], dtype=np.int64)
 
     def _start(self, rows: np.ndarray, index: np.ndarray) -> None:
-        place = Placement(rows, index, self.num_envs, len(self.episodes), self._pack_rows)
+        if self._kernels is not None:
+            place: ColumnCopier = ColumnCopy(self._kernels.place, rows, index)
+        else:
+            place = Placement(rows, index, self.num_envs, len(self.episodes), self._pack_rows)
         self._s.assign(rows, self._sessions0, index, place)
         self._f.assign(rows, self._fixed0, index, place)
-        self._f.reindex()
         self._c.assign(rows, self._cells0, index, place)
-        self._c.reindex()
-        self._scenario[rows] = self._scenario0[index]
+        self._k.assign(rows, self._counters0, index, place)
+        if self._kernels is None:  # the flat indices that only the numpy step reads
+            self._reindex()
         self._masks[rows] = self._masks0[index]
-        self._absent[rows] = self._observed["participants"][rows] == 0
-        self._episode[rows] = index
-        self._limit[rows] = self._limit0[index]
-        self._counts[:, rows] = [[0], [0], [SINCE_CAP]]
-        self._sums[:, rows] = 0.0
-        self._ring_speaks[:, rows] = False
-        self._ring_supported[..., rows] = False
         self._contexts[rows] = self._contexts0[index]
         self._used = None  # the participants per session changed
 
@@ -501,33 +520,18 @@ class RescueSimVectorEnvV1(VectorEnv):
         """The observation of every session (``rows``: of those only), perceived as ``RescueSimEnv._observation``
         does: the n + n x n latest values (G 0 without a viewpoint) plus noise, clipped, in tenths, the diagonal
         0; absent slots 0. Computed on the draw's cells."""
-        env, s, f, c = self.env, self._s, self._f, self._c
+        s, f = self._s, self._f
         select = slice(None) if rows is None else rows
         k = self.num_envs if rows is None else rows.size
-        m, P = self.slots, env.max_participants
-        # the cells' values: distress in cells 0 .. n-1 (absent slots hold 0), each viewpoint in its cell (unused
-        # slots write their 0 into the row of zeros), else 0
-        values = np.zeros((self.width + 1, k))
-        values[:m] = s.distress_raw[:, select]
-        if rows is None:
-            values.ravel()[c.pair_at] = s.g_raw
-        else:
-            values[c.pair_cell[:, rows], np.arange(k)] = s.g_raw[:, rows]
-        noise = env.perception_noise
-        readings = perceive(values, noise, self._draw(normal=True, rows=rows) if noise > 0 else None)
-        seen_d = np.where(f.present[:, select], readings[:m], 0.0)
-        distress = np.zeros((k, P), dtype=np.float32)
-        distress[:, :m] = seen_d.T
-        # each stance cell's reading to its place (i's view of j); the diagonal and absent slots stay 0
-        layout = self._layout(rows)
-        stance = np.zeros((k, P, P), dtype=np.float32)
-        stance.ravel()[layout.stance_to] = readings.ravel()[layout.stance_from]
+        m, P = self.slots, self.env.max_participants
+        readings, distress, stance = self._perceive(rows)
         episode = self._episode[select]
         last = s.last_speaker[select]
         observation: dict[str, Any] = {
             "context": tuple(self._contexts[select].tolist()),
         }
         if self.text:
+            seen_d = np.where(f.present[:, select], readings[:m], 0.0)  # (m, k) in float64, as the single env's
             observation["text"] = self._words(episode, readings, seen_d, select)
         elapsed = np.empty((k, 2), dtype=np.float32)
         elapsed[:, 0], elapsed[:, 1] = self._steps[select], self._interventions[select]
@@ -543,6 +547,37 @@ class RescueSimVectorEnvV1(VectorEnv):
             strategy_mask=observed["strategy_mask"][select].copy(),
         )
         return observation
+
+    def _perceive(self, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The perceived cells (W + 1, k) of every session (``rows``: of those) and the observation's ``distress``
+        (k, P) and ``stance`` (k, P, P)."""
+        s, f, c = self._s, self._f, self._c
+        select = slice(None) if rows is None else rows
+        k = self.num_envs if rows is None else rows.size
+        m, P = self.slots, self.env.max_participants
+        noise = self.env.perception_noise
+        if self._kernels is not None:  # the same draws and readings, one call
+            readings = np.empty((k, self.width + 1))  # session-major: see ``observe_cells``
+            distress, stance = np.empty((k, P), dtype=np.float32), np.empty((k, P, P), dtype=np.float32)
+            self._kernels.observe(self.np_random, float(noise), c.cells[select], f.n[select], s.distress_raw[:, select],
+                                  s.g_raw[:, select], c.pair_cell[:, select], readings, distress, stance)  # fmt: skip
+            return readings.T, distress, stance
+        # the cells' values: distress in cells 0 .. n-1 (absent slots hold 0), each viewpoint in its cell (unused
+        # slots write their 0 into the row of zeros), else 0
+        values = np.zeros((self.width + 1, k))
+        values[:m] = s.distress_raw[:, select]
+        if rows is None:
+            values.ravel()[c.pair_at] = s.g_raw
+        else:
+            values[c.pair_cell[:, rows], np.arange(k)] = s.g_raw[:, rows]
+        readings = perceive(values, noise, self._draw(normal=True, rows=rows) if noise > 0 else None)
+        distress = np.zeros((k, P), dtype=np.float32)
+        distress[:, :m] = np.where(f.present[:, select], readings[:m], 0.0).T
+        # each stance cell's reading to its place (i's view of j); the diagonal and absent slots stay 0
+        layout = self._layout(rows)
+        stance = np.zeros((k, P, P), dtype=np.float32)
+        stance.ravel()[layout.stance_to] = readings.ravel()[layout.stance_from]
+        return readings, distress, stance
 
     def _words(self, episode: np.ndarray, readings: np.ndarray, seen_d: np.ndarray, select: Any) -> tuple[str, ...]:
         """``describe_levels`` of each session's readings, looked up by (episode, readings): the words depend on
@@ -693,6 +728,32 @@ class RescueSimVectorEnvV1(VectorEnv):
     def last_speaker_slots(self) -> np.ndarray:
         """(N,): each session's last client speaker's slot, -1 for none (``RescueSimEnv.last_speaker_slot``)."""
         return self._s.last_speaker.copy()
+
+
+@dataclass
+class Counters(Arrays):
+    """What a reset sets per session besides the dynamics (``Sessions``, ``Fixed``), packed so that it is one copy
+    per dtype from a table of the episodes' starts: the episode, its scenario and step limit; steps, interventions
+    and decision points since the therapist last spoke (``SINCE_CAP`` at a reset); the return, discounted return,
+    Eq. 14's and log pi_b's sums; the rings of the therapist's last ``HISTORY`` decisions (F1's History)."""
+
+    episode: np.ndarray  # (N,) int64 index into the env's episodes
+    scenario: np.ndarray  # (N,) int64
+    limit: np.ndarray  # (N,) int64 steps before the truncation
+    counts: np.ndarray  # (3, N) int64 steps, interventions, since the therapist spoke
+    sums: np.ndarray  # (4, N) float64
+    ring_speaks: np.ndarray  # (HISTORY, N) bool
+    ring_supported: np.ndarray  # (HISTORY, m, N) bool
+
+    @classmethod
+    def start(cls, scenario: np.ndarray, limit: np.ndarray, slots: int) -> Counters:
+        """The table of the episodes' starts (one column each), packed."""
+        S = scenario.size
+        counts = np.zeros((3, S), dtype=np.int64)
+        counts[2] = SINCE_CAP
+        table = cls(np.arange(S), scenario, limit, counts, np.zeros((4, S)), np.zeros((HISTORY, S), dtype=bool),
+                    np.zeros((HISTORY, slots, S), dtype=bool))  # fmt: skip
+        return table.packed()
 
 
 @dataclass
