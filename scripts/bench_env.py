@@ -25,7 +25,8 @@ the reference ``CartPole-v1``) is built with ``gym.make`` or ``gym.make_vec(...,
   "vector_entry_point")``, with its ``text`` observation and with ``text=False``) against Gymnasium's own
   ``CartPoleVectorEnv`` at the same ``num_envs`` (--native, 0 to skip), both timed in turn in one process, best of
   --repeat runs of --native-steps vector steps after a warm-up run of as many (target >= 0.1x); with numba
-  installed (the env's compiled step), the numpy step (``compiled=False``) beside it. ``--ids CartPole-v1`` measures
+  installed (the env's compiled step), the numpy step (``compiled=False``) and the compiled loop on two threads
+  (``threads=2``, on a machine with two cores or more) beside it. ``--ids CartPole-v1`` measures
   only the reference in the table above, e.g. for the native figure alone.
 
 --profile ID prints a cProfile of ID's single-env loop (own time of the top functions) after the table.
@@ -196,6 +197,8 @@ def measure_native(data: str, sizes: list[int], steps: int, repeat: int) -> dict
         }
         if getattr(envs["no_text"].unwrapped, "compiled", False):  # numba installed: the numpy step beside it
             envs["no_text_numpy"] = _native(NATIVE_ID, data, num_envs, text=False, compiled=False)
+            if (os.cpu_count() or 1) > 1:  # and the compiled loop on two threads
+                envs["no_text_threads"] = _native(NATIVE_ID, data, num_envs, text=False, threads=2)
         actions = {}
         for key, env in envs.items():
             env.reset(seed=0)
@@ -392,7 +395,8 @@ def _print_native(native: dict, args: argparse.Namespace) -> None:
     if "error" in native:
         print(f"  {native['error']}")
         return
-    labels = {"text": "", "no_text": " text=False", "no_text_numpy": " text=False compiled=False"}
+    labels = {"text": "", "no_text": " text=False", "no_text_numpy": " text=False compiled=False",
+              "no_text_threads": " text=False threads=2"}  # fmt: skip
     keys = [key for key in labels if any(key in row for row in native.values())]
     width = max(len(NATIVE_ID + labels[k]) for k in keys) + 2
     print(f"  {'num_envs':>8} {'CartPole-v1':>24}" + "".join(f"{NATIVE_ID + labels[k]:>{width}}" for k in keys))

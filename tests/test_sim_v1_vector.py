@@ -651,11 +651,12 @@ def test_negative_actions_are_refused() -> None:
 # ----- the compiled step (optional: numba) against the numpy step ------------------------------------------------
 
 
-def _native_trace(kernels, steps: int, **kwargs) -> list[tuple]:
+def _native_trace(kernels, steps: int, threads: int = 1, **kwargs) -> list[tuple]:
     """``steps`` steps of 24 sessions of the native env, stepped and observed by ``kernels`` (``BC.Kernels``; None:
-    the numpy step)."""
+    the numpy step) on ``threads`` blocks of sessions."""
     envs = RescueSimVectorEnvV1(num_envs=24, compiled=False, **kwargs)
     envs._use_kernels(kernels)
+    envs.threads = threads
     out = [envs.reset(seed=9)]
     envs.action_space.seed(10)
     out += [envs.step(envs.action_space.sample()) for _ in range(steps)]
@@ -677,6 +678,8 @@ def test_the_step_loop_is_the_numpy_step(single: RescueSimEnvV1) -> None:
     kwargs = {"data": "demo", "dynamics": model, "behaviour": single.behaviour, "beta": single.beta,
               "ensemble": "member", "effect_scale": 0.7}  # fmt: skip
     _same_traces(_native_trace(None, 12, **kwargs), _native_trace(BC.Kernels.python(), 12, **kwargs))
+    # three blocks of sessions (advance_threads, its prange a range here) step as one
+    _same_traces(_native_trace(None, 12, **kwargs), _native_trace(BC.Kernels.python(), 12, threads=3, **kwargs))
 
 
 @pytest.mark.parametrize(
@@ -694,6 +697,37 @@ def test_the_compiled_step_is_the_numpy_step(single: RescueSimEnvV1, kwargs) -> 
     _same_traces(_native_trace(None, 60, data="demo", **kwargs), _native_trace(kernels, 60, data="demo", **kwargs))
 
 
+def test_threads_step_as_one_thread_bit_for_bit() -> None:
+    pytest.importorskip("numba")
+    kernels = BC.compiled_kernels()
+    one = _native_trace(kernels, 30, data="demo", ensemble="member")
+    two = _native_trace(kernels, 30, threads=2, data="demo", ensemble="member")
+    for x, y in zip(one, two):
+        _same_observation(x[0], y[0])
+        if len(x) == 5:
+            assert np.array_equal(x[1], y[1])  # each session is one thread's: the same sums in the same order
+
+
+def test_the_compiled_draws_are_the_numpy_draws() -> None:
+    # draw_cells (what the compiled step and perception draw with) fills the cells as _draw does, from the same state
+    pytest.importorskip("numba")
+    BC.compiled_kernels()  # compiles the kernels; draw_cells itself stays the plain Python function
+    import numba
+
+    envs = _vec(9)
+    envs.reset(seed=5)
+    for _ in range(3):
+        envs.step(envs.action_space.sample())
+    for draw in (BC.draw_cells, numba.njit(BC.draw_cells)):
+        for normal in (True, False):
+            clone = np.random.Generator(np.random.PCG64())
+            clone.bit_generator.state = envs.np_random.bit_generator.state
+            out = np.full((envs.width + 1, envs.num_envs), np.nan)
+            draw(clone, envs._c.cells, normal, out)
+            assert np.array_equal(out, envs._draw(normal))
+            assert clone.bit_generator.state == envs.np_random.bit_generator.state
+
+
 def test_compiled_is_chosen_and_refused_as_asked() -> None:
     assert not _vec(2, compiled=False).compiled
     assert not _vec(2, penalty=0.5).compiled  # the penalty's ensemble spread is the numpy path's
@@ -703,3 +737,9 @@ def test_compiled_is_chosen_and_refused_as_asked() -> None:
             _vec(2, compiled=True)
     else:
         assert _vec(2).compiled and _vec(2, compiled=True).compiled
+        assert _vec(2, threads=2).threads == 2
+    for threads in (0, 1.5, True):
+        with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+            _vec(2, threads=threads)
+    with pytest.raises(ValueError, match="threads > 1 runs the compiled step"):
+        _vec(2, threads=2, compiled=False)

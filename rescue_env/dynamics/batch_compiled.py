@@ -1,16 +1,20 @@
-"""The native vector env's step as one loop per session, compiled with numba when it is installed (optional:
+"""The native vector env's step as loops over its sessions, compiled with numba when it is installed (optional:
 ``pip install -e ".[fast]"``): an accelerator of ``rescue_env.dynamics.batch``, whose numpy functions stay the
-reference (``tests/test_sim_v1_vector.py`` holds the two to each other; ``advance_loop`` also runs as plain Python).
+reference (``tests/test_sim_v1_vector.py`` holds the two to each other, and runs these loops as plain Python too).
 
-Why: at N = 1024 the numpy step (``batch``) is ~250 array operations of 1-5 us each (most over a short first axis,
-where numpy's per-call cost dominates) plus ~0.2 ms of random numbers; that stays near 1 ms a step, twice the
-budget of 0.1x CartPoleVectorEnv. The same arithmetic written as one loop per session, compiled with numba when it
-is installed (``compiled_advance``), does F's point, F1, pi_b, the speakers and the refreshes in a few tens of
-microseconds. It is an accelerator only: ``advance_loop`` is plain Python (and slow), the numpy functions stay the
-reference, and the tests hold the two to each other (``tests/test_sim_v1_vector.py``). The random numbers are drawn
-by the caller, in the reference's order, so the draws do not depend on which runs. (Measured at N = 1024: ~0.2 ms,
-not compute but memory: a session reads ~100 rows of (m, N) arrays whose rows are 8 KiB apart, so they share one L1
-cache set and evict each other; a session-major or padded layout would be the next step.)
+Why: at N = 1024 the numpy step is a few hundred array operations of 1-5 us each (most over a short first axis,
+where numpy's per-call cost dominates), about 1 ms a step against the 0.7 ms of 0.1x ``CartPoleVectorEnv``. Each
+stage written as one loop per session does the same arithmetic in tens of microseconds: the decoding and pi_b's
+features (``prepare_loop``), F's point, F1, pi_b, the speakers and the refreshes (``advance_loop``; on several
+threads, ``advance_threads``), the counts and rewards (``record_loop``), the perception (``observe_cells``) and a
+reset's copies (``place_columns``). pi_b's weights stay one numpy product and one vectorised exp between them (a
+scalar exp per class and session costs more).
+
+The random numbers are drawn in the numpy step's order and layout (``draw_step``, ``draw_cells``) with numba's
+``np.random.Generator``, which gives numpy's numbers bit for bit (tested), normals twice as fast; handing the
+generator to numba costs ~8 us a call, so a step makes two. The perception works session-major: a (W + 1, N) array
+at N = 1024 has its rows 8 KiB apart, which share one L1 cache set, and a loop over the sessions that reads ~20 of
+them per session was twice as slow.
 """
 
 from __future__ import annotations
@@ -144,8 +148,9 @@ def record_loop(
 
 
 def advance_loop(
-    # the state (written: the sessions' values, rows, clock and last speakers) and the episodes' constants
-    distress, emotion_row, g_raw, viewpoint_row, row, last_speaker,
+    # the sessions stepped (``begin`` .. ``end`` - 1); the state (written: the sessions' values, rows, clock and last
+    # speakers) and the episodes' constants
+    begin, end, distress, emotion_row, g_raw, viewpoint_row, row, last_speaker,
     n, source, target, reverse, family, pattern, weights, p_emotion, p_pair, per_person, per_other,
     per_pair, valid_count, speaker_cdf, offered, kinds_offered, kind_base, pair_cell,
     # the step: the decoded action, the therapist's recent decisions, the heads, the draws
@@ -173,7 +178,7 @@ def advance_loop(
     d_next = np.empty(m)
     g_next = np.empty(K)
     cdf = np.empty(m)
-    for s in range(N):
+    for s in range(begin, end):
         h = heads[s]
         clock, last, ns = row[s], last_speaker[s], n[s]
         # -- log pi_b(a | s) from its heads' weights (``BehaviourBatch.log_prob``)
@@ -306,6 +311,18 @@ def advance_loop(
         group[s] = 1.0 - d_sum * per_person[s] - tension_weight * g_sum * per_pair[s] - lam * d_max
 
 
+prange = range  # numba's ``prange`` where ``advance_threads`` is compiled (``compiled_kernels``)
+
+
+def advance_threads(threads, *args):
+    """``advance_loop`` on ``threads`` blocks of sessions at once (numba's ``prange``, compiled with
+    ``parallel=True``; ``args``: its arguments after ``begin, end``). A session is computed by one block alone, in
+    the same order, so the results are the single thread's, bit for bit."""
+    N = args[0].shape[1]
+    for t in prange(threads):
+        advance_loop(t * N // threads, (t + 1) * N // threads, *args)
+
+
 def draw_cells(rng, cells, normal, out):
     """``RescueSimVectorEnvV1._draw`` into ``out`` (W + 1, k): one number per used cell (cell j < ``cells[s]``),
     cell j of every session, then cell j + 1; the unused cells and the last row 0. Normals or uniforms."""
@@ -396,20 +413,22 @@ def _tenths(x):
 @dataclass(frozen=True)
 class Kernels:
     """The native vector env's compiled pieces, in the order a step calls them: the decoding (``prepare_loop``),
-    the draws (``draw_step``), F1 and pi_b (``advance_loop``), the counts and rewards (``record_loop``), a reset's
-    copies (``place_columns``) and the perception (``observe_cells``). ``python()`` gives the plain Python
-    functions (what numba compiles; the tests run them), ``compiled_kernels()`` the compiled ones."""
+    the draws (``draw_step``), F1 and pi_b (``advance_loop``, or ``advance_threads`` on several threads), the
+    counts and rewards (``record_loop``), a reset's copies (``place_columns``) and the perception
+    (``observe_cells``). ``python()`` gives the plain Python functions (what numba compiles; the tests run them),
+    ``compiled_kernels()`` the compiled ones."""
 
     prepare: Callable
     draws: Callable
     advance: Callable
+    advance_threads: Callable
     record: Callable
     observe: Callable
     place: Callable
 
     @classmethod
     def python(cls) -> Kernels:
-        return cls(prepare_loop, draw_step, advance_loop, record_loop, observe_cells, place_columns)
+        return cls(prepare_loop, draw_step, advance_loop, advance_threads, record_loop, observe_cells, place_columns)
 
 
 @cache
@@ -422,7 +441,10 @@ def compiled_kernels() -> Kernels | None:
     jit = numba.njit(cache=True)
     draw = jit(draw_cells)
     observe = _jitted(jit, observe_cells, draw_cells=draw, _tenths=jit(_tenths))
-    return Kernels(jit(prepare_loop), _jitted(jit, draw_step, draw_cells=draw), jit(advance_loop), jit(record_loop),
+    advance = jit(advance_loop)
+    # compiled at its first call (threads > 1 only): numba's thread pool starts then
+    threads = _jitted(numba.njit(cache=True, parallel=True), advance_threads, advance_loop=advance, prange=numba.prange)
+    return Kernels(jit(prepare_loop), _jitted(jit, draw_step, draw_cells=draw), advance, threads, jit(record_loop),
                    observe, jit(place_columns))  # fmt: skip
 
 
@@ -440,6 +462,7 @@ __all__ = [
     "CompiledModels",
     "Kernels",
     "advance_loop",
+    "advance_threads",
     "compiled_kernels",
     "draw_cells",
     "draw_step",

@@ -4,6 +4,7 @@ r"""``RescueSim-v1`` natively vectorised: N closed-loop sessions stepped togethe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -113,11 +114,14 @@ class RescueSimVectorEnvV1(VectorEnv):
     ## Arguments
 
     ``num_envs``; ``autoreset_mode`` (``NEXT_STEP`` default, ``SAME_STEP``; or ``"next_step"``, ``"same_step"``);
-    ``text`` (True: the ``text`` observation, as ``RescueSim-v1``); ``compiled`` (None: F's point, F1, pi_b, the
-    speakers and the refreshes by ``batch_compiled.advance_loop`` compiled with numba when numba is installed, else
-    numpy; True: numba required; False: numpy; never with ``penalty``, whose ensemble spread is numpy's; the two
-    agree to about 1e-15, the draws are the same); every argument of ``RescueSimEnvV1`` except ``render_mode`` (not
-    rendered) and ``info_level="full"`` (its details are per session: use ``vectorization_mode="sync"``).
+    ``text`` (True: the ``text`` observation, as ``RescueSim-v1``); ``compiled`` (None: the step -- the decoding,
+    the draws, F's point, F1, pi_b, the speakers, the refreshes, the counts -- and the perception by the loops of
+    ``batch_compiled`` compiled with numba when numba is installed, else numpy; True: numba required; False: numpy;
+    never with ``penalty``, whose ensemble spread is numpy's; the two agree to about 1e-15, the draws and the
+    observations are the same); ``threads`` (default 1: F1 and pi_b's loop on ``threads`` blocks of sessions at
+    once, with numba's thread pool; compiled only; the results are one thread's bit for bit); every argument of
+    ``RescueSimEnvV1`` except ``render_mode`` (not rendered) and ``info_level="full"`` (its details are per
+    session: use ``vectorization_mode="sync"``).
     ``reset(options={"sample_id": ID})`` starts every session from conversation ID, ``{"sample_id": [ID, ...]}``
     (``num_envs`` of them) each from its own.
 
@@ -130,9 +134,11 @@ class RescueSimVectorEnvV1(VectorEnv):
     ## Speed
 
     ``scripts/bench_env.py --native 1024 256`` times a step against Gymnasium's ``CartPoleVectorEnv`` (target 0.1x
-    its env-steps/s). About a fifth of a step at N = 1024 is the random numbers (two draws of n + n x n normals per
-    session: the single env's contract); the rest is the numpy step (``rescue_env.dynamics.batch``), the compiled
-    loop, the resets (about N / 18 sessions a step on the release) and the infos. ``text=True`` adds the words,
+    its env-steps/s). At N = 1024 on the release a compiled step is about 0.7 ms: ~0.12 ms of random numbers (n +
+    n x n normals twice and uniforms once per session: the single env's contract, drawn by numba's ``Generator``,
+    the same numbers as numpy's), ~0.15-0.2 ms of F1 and pi_b's loop (``threads=2`` halves it), ~0.1 ms of the
+    other loops, ~0.03 ms of pi_b's weights (one product and one vectorised exp), and the Python around them: the
+    resets (about N / 18 sessions a step), the infos and the observation's dict. ``text=True`` adds the words,
     looked up per session in Python.
 
     ## Version History
@@ -141,7 +147,8 @@ class RescueSimVectorEnvV1(VectorEnv):
       session observes, is rewarded and how its episodes end do not change, so the id stays ``RescueSim-v1``.
     * ``compiled`` (issue 27): the step compiled with numba when it is installed (``rescue-env[fast]``): the same
       draws in the same order, the same observations, rewards within about 1e-15 of the numpy step (tested), so
-      the id and the RNG contract stay.
+      the id and the RNG contract stay. Later the decoding, the draws, the counts, the perception and a reset's
+      copies too, and ``threads``: the same numbers again (tested), so the id stays.
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -152,6 +159,7 @@ class RescueSimVectorEnvV1(VectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         text: bool = True,
         compiled: bool | None = None,
+        threads: int = 1,
         **kwargs: Any,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
@@ -180,9 +188,14 @@ class RescueSimVectorEnvV1(VectorEnv):
         kernels = compiled_kernels() if compiled is not False else None
         if compiled and kernels is None:
             raise ValueError("compiled=True needs numba (pip install -e '.[fast]'); compiled=None uses it if installed")
+        if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
+            raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+        self.threads = int(threads)
         self._build_tables()
         self._allocate()
         self._use_kernels(kernels if not self.env.penalty else None)
+        if self.threads > 1 and not self.compiled:
+            raise ValueError("threads > 1 runs the compiled step: it needs numba and compiled=None or True, no penalty")
 
     # ----- the episodes, as tables (one row per start) ----------------------------------------------------------
 
@@ -219,6 +232,7 @@ class RescueSimVectorEnvV1(VectorEnv):
         self._mask_columns = {key: slice(end - mask.shape[1], end) for (key, mask), end in zip(masks.items(), ends)}
         self._contexts0 = np.array([e.context for e in episodes], dtype=object)
         self._sample_ids = np.array([e.sample_id for e in episodes], dtype=object)
+        self._participants = [tuple(e.participants) for e in episodes]
         self._scenarios = np.array([e.scenario for e in episodes], dtype=object)
         self._index = {e.sample_id: k for k, e in enumerate(episodes)}
         # The text observation is looked up by (episode, readings): an int code per session when it fits in 63 bits
@@ -456,7 +470,11 @@ class RescueSimVectorEnvV1(VectorEnv):
         kernels.draws(self.np_random, self._c.cells, speaks, env.rates.reply_recipient, sample, z, replies,
                       speaker_uniform, u)  # fmt: skip
         heads = self._heads if isinstance(self._heads, np.ndarray) else np.full(N, self._heads, dtype=np.int64)
-        kernels.advance(
+        if self.threads == 1:
+            advance = functools.partial(kernels.advance, 0, N)  # sessions 0 .. N - 1
+        else:
+            advance = functools.partial(kernels.advance_threads, self.threads)
+        advance(
             s.distress_raw, s.emotion_row, s.g_raw, s.viewpoint_row, s.row, s.last_speaker,
             f.n, f.source, f.target, f.reverse, f.family, f.pattern, f.weights, f.p_emotion, f.p_pair,
             f.per_person, f.per_other, f.per_pair, f.valid_count, f.speaker_cdf, f.offered, f.kinds_offered,
@@ -535,16 +553,17 @@ class RescueSimVectorEnvV1(VectorEnv):
             observation["text"] = self._words(episode, readings, seen_d, select)
         elapsed = np.empty((k, 2), dtype=np.float32)
         elapsed[:, 0], elapsed[:, 1] = self._steps[select], self._interventions[select]
-        observed = self._observed
+        masks = self._masks[select].copy()  # one copy; the three keys are views of it
+        columns = self._mask_columns
         observation.update(
             distress=distress,
             stance=stance,
             elapsed=elapsed,
             scenario=self._scenario[select].copy(),
-            participants=observed["participants"][select].copy(),
+            participants=masks[:, columns["participants"]],
             last_speaker=np.where(last < 0, P + 2, last),
-            target_mask=observed["target_mask"][select].copy(),
-            strategy_mask=observed["strategy_mask"][select].copy(),
+            target_mask=masks[:, columns["target_mask"]],
+            strategy_mask=masks[:, columns["strategy_mask"]],
         )
         return observation
 
@@ -658,12 +677,11 @@ class RescueSimVectorEnvV1(VectorEnv):
         """``RescueSimEnvV1.reset``'s info of ``rows`` as full-length arrays (their mask is the caller's)."""
         N = self.num_envs
         index = self._episode[rows]
-        sample_id = np.full(N, None, dtype=object)
-        scenario = np.full(N, None, dtype=object)
-        participants = np.full(N, None, dtype=object)
+        sample_id, scenario, participants = (np.empty(N, dtype=object) for _ in range(3))  # None-filled
         sample_id[rows], scenario[rows] = self._sample_ids[index], self._scenarios[index]
+        names = self._participants
         for row, k in zip(rows.tolist(), index.tolist()):
-            participants[row] = list(self.episodes[k].participants)
+            participants[row] = list(names[k])
         if self.env.ensemble == "member" and self.f1.members:
             member = np.zeros(N, dtype=np.int64)
             member[rows] = self._member[rows]
