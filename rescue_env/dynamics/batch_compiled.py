@@ -86,14 +86,15 @@ def prepare_loop(
         chosen[s] = strategy[s] if ok else -1
         invalid[s] = stray + (0 if ok else 1)
         count = 0
-        for i in range(m):
-            if present[i, s] and (bits[s, P] or bits[s, i]):
-                count += 1
+        for i in range(m):  # the recipients, kept only if the therapist speaks
+            supported[i, s] = present[i, s] and (bits[s, P] or bits[s, i])
+            count += supported[i, s]
         talk = intervene[s] and count > 0
         speaks[s] = talk
         kind[s] = kinds[ns, count if talk else 0]
-        for i in range(m):
-            supported[i, s] = talk and present[i, s] and (bits[s, P] or bits[s, i])
+        if not talk:
+            for i in range(m):
+                supported[i, s] = False
         # the shares of the last H decisions
         total = 0
         for t in range(H):
